@@ -1,0 +1,173 @@
+"""`vfleet` command line: a thin layer over the library. Bad input exits 2 with one line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from vfleet.errors import UserError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, like every other bad input
+        raise UserError(f"{message} (see `{self.prog} --help`)")
+
+
+def _budget_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="catalog id, model folder or config.json")
+    p.add_argument("--gpu", required=True, help="catalog name or the name nvidia-smi prints")
+    p.add_argument("--gpu-memory-gib", type=float, help="override the GPU's memory (GiB)")
+    p.add_argument("--tp", type=int, default=1, help="tensor parallel size")
+    p.add_argument("--pp", type=int, default=1, help="pipeline parallel size")
+    p.add_argument("--dp", type=int, default=1, help="data parallel size")
+    p.add_argument("--enable-expert-parallel", action="store_true")
+    p.add_argument("--dcp", type=int, default=1, help="decode context parallel size")
+    p.add_argument("--gpu-memory-utilization", type=float)
+    p.add_argument("--max-model-len", type=int)
+    p.add_argument("--max-num-batched-tokens", type=int)
+    p.add_argument("--max-num-seqs", type=int)
+    p.add_argument("--kv-cache-dtype", default="auto")
+    p.add_argument("--kv-cache-memory-bytes", type=int, help="pin the KV size per GPU")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--quantization", help="runtime quantization, e.g. fp8")
+    p.add_argument("--block-size", type=int)
+    p.add_argument("--enforce-eager", action="store_true")
+    p.add_argument("--cpu-offload-gb", type=float, default=0.0)
+    p.add_argument("--mean-context-len", type=int,
+                   help="mean context for the recommended max-num-seqs (default min(len, 4096))")
+    p.add_argument("--vllm-version", help="target vLLM release (default 0.33.0)")
+    p.add_argument("--sweep-gpu-memory-utilization", metavar="START:STOP:STEP")
+    p.add_argument("--plot", type=Path, help="write the sweep as a PNG")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="vfleet", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _budget_args(sub.add_parser("budget", help="predict vLLM's KV cache per GPU"))
+    sub.add_parser("models", help="list the bundled model catalog")
+    sub.add_parser("gpus", help="list the GPU catalog")
+    return parser
+
+
+def _positive(name: str, value: int | float | None) -> None:
+    if value is not None and value <= 0:
+        raise UserError(f"--{name} must be positive, got {value}")
+
+
+def _budget_request(args: argparse.Namespace):
+    from vfleet.budget import BudgetRequest
+    from vfleet.catalog import load_model
+    from vfleet.gpus import resolve_gpu
+    from vfleet.params import Layout
+    from vfleet.versions import traits
+
+    for name in ("max_model_len", "max_num_batched_tokens", "max_num_seqs", "block_size",
+                 "gpu_memory_gib", "mean_context_len"):
+        _positive(name.replace("_", "-"), getattr(args, name))
+    gpu = resolve_gpu(args.gpu)
+    if args.gpu_memory_gib:
+        gpu = gpu.with_memory_gib(args.gpu_memory_gib)
+    if args.kv_cache_memory_bytes is not None and args.kv_cache_memory_bytes <= 0:
+        raise UserError("--kv-cache-memory-bytes must be positive")
+    return BudgetRequest(
+        spec=load_model(args.model), gpu=gpu, traits=traits(args.vllm_version),
+        layout=Layout(tp=args.tp, pp=args.pp, dp=args.dp,
+                      enable_expert_parallel=args.enable_expert_parallel, dcp=args.dcp),
+        gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
+        max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
+        kv_cache_dtype=args.kv_cache_dtype, dtype=args.dtype, quantization=args.quantization,
+        block_size=args.block_size, enforce_eager=args.enforce_eager,
+        kv_cache_memory_bytes=args.kv_cache_memory_bytes, cpu_offload_gb=args.cpu_offload_gb,
+        mean_context_len=args.mean_context_len,
+    )
+
+
+def _does_not_fit(req, budget) -> UserError:
+    from vfleet.budget import smallest_fitting_layout
+
+    need = sum(s.weights_bytes for s in budget.stages) * budget.tensor_parallel_size / (1 << 30)
+    better = smallest_fitting_layout(req)
+    hint = (f"the smallest layout that fits is TP{better.tensor_parallel_size} "
+            f"PP{better.pipeline_parallel_size}" if better else
+            "no layout up to 64 GPUs fits: use a quantized checkpoint (e.g. FP8) or bigger GPUs")
+    return UserError(
+        f"{budget.model} does not fit: weights need {need:.1f} GiB across "
+        f"TP{budget.tensor_parallel_size} PP{budget.pipeline_parallel_size}, each "
+        f"{budget.gpu} gives {budget.requested_gib:.1f} GiB at utilization "
+        f"{budget.gpu_memory_utilization} and one {budget.max_model_len}-token request needs "
+        f"more KV than is left; {hint} (or lower --max-model-len)"
+    )
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    from vfleet import budget_report
+    from vfleet.budget import compute, fits
+
+    req = _budget_request(args)
+    result = compute(req)
+    if not fits(result):
+        raise _does_not_fit(req, result)
+    points = None
+    if args.sweep_gpu_memory_utilization or args.plot:
+        try:
+            utils = budget_report.parse_range(args.sweep_gpu_memory_utilization or "0.6:0.95:0.05")
+        except ValueError:
+            raise UserError("--sweep-gpu-memory-utilization wants START:STOP:STEP, "
+                            "e.g. 0.6:0.95:0.05") from None
+        points = budget_report.sweep(req, utils)
+        if args.plot:
+            budget_report.plot_sweep(points, args.plot)
+    if args.json:
+        out = result.to_json()
+        if points:
+            out["sweep"] = [{"gpu_memory_utilization": p.gpu_memory_utilization,
+                             "available_kv_gib": p.available_kv_gib, "kv_tokens": p.kv_tokens,
+                             "max_concurrency": p.max_concurrency} for p in points]
+        print(json.dumps(out, indent=2))
+        return 0
+    print(budget_report.worked_table(result))
+    if points:
+        print("\nConcurrency ceiling by gpu-memory-utilization:")
+        print(budget_report.sweep_table(points))
+    if args.plot:
+        print(f"\nplot written to {args.plot}")
+    return 0
+
+
+def cmd_models(_args: argparse.Namespace) -> int:
+    from vfleet.catalog import catalog_ids
+
+    for model_id in catalog_ids():
+        print(model_id)
+    return 0
+
+
+def cmd_gpus(_args: argparse.Namespace) -> int:
+    from vfleet.gpus import catalog
+
+    print(f"{'name':<30} {'memory GiB':>10}  nvidia-smi names")
+    for gpu in catalog():
+        print(f"{gpu.name:<30} {gpu.memory_gib:10.2f}  {', '.join(gpu.aliases)}")
+    return 0
+
+
+COMMANDS = {"budget": cmd_budget, "models": cmd_models, "gpus": cmd_gpus}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except UserError as exc:
+        print(f"vfleet: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""KV-cache layout per rank: bytes per token, blocks, and token capacity, as vLLM counts them.
+
+Three shapes, following vLLM's get_kv_cache_groups (see vllm-reference.md §2):
+- all layers full attention (GQA/MHA, MLA, MLA + V3.2 indexer): one group, a block holds
+  block_size tokens of every layer;
+- full + sliding-window layers (Gemma-2/3, gpt-oss): layers split into equal-size groups that
+  share one block pool; a request needs blocks in every group;
+- DeepSeek V4 packed caches (compressed CSA/HCA, SWA, compressor and indexer state).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from vfleet.errors import UserError
+from vfleet.modelspec import ModelSpec
+
+KV_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla",
+             "fp8_inc", "int8_per_token_head", "fp8_per_token_head")
+
+# Bytes per token per layer of DeepSeek's packed FP8 latent formats (vllm-reference §2.3).
+FP8_DS_MLA_ROW = 656
+DSV4_ROW = 584
+INDEXER_ROW_DSV32 = 132
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    """Per-rank KV facts for one pipeline stage."""
+
+    bytes_per_token: int  # per GPU, per token of context, all layers of the stage
+    block_size: int
+    bytes_per_block: int  # one block across every group of the stage
+    num_groups: int
+    full_groups: int
+    sliding_groups: int
+    sliding_window: int
+    kv_dtype: str  # resolved storage format
+    # DeepSeek V4 only: bytes per token of (window + in-flight tokens) that every request
+    # holds whatever its length (SWA, compressor and indexer state).
+    window_bytes_per_token: int = 0
+
+
+def resolve_kv_dtype(spec: ModelSpec, kv_cache_dtype: str, version: tuple[int, int, int],
+                     arch: str) -> str:
+    """What the cache really stores for this model, dtype flag, release and GPU."""
+    if kv_cache_dtype not in KV_DTYPES:
+        raise UserError(
+            f"--kv-cache-dtype {kv_cache_dtype} is not supported here: use auto, bfloat16, "
+            "float16, fp8, fp8_e4m3, fp8_e5m2 or fp8_ds_mla"
+        )
+    fp8 = kv_cache_dtype.startswith("fp8") or kv_cache_dtype.endswith("per_token_head")
+    if spec.is_dsv4:
+        return "fp8_ds_mla"  # V4 only runs with the packed fp8 format
+    if spec.is_mla and spec.index_head_dim:  # DeepSeek V3.2 sparse attention
+        if kv_cache_dtype == "auto" and version < (0, 12, 0):
+            return "fp8_ds_mla"  # 0.11 defaulted V3.2 to fp8
+        if fp8:
+            return "fp8" if arch == "blackwell" and kv_cache_dtype != "fp8_ds_mla" else "fp8_ds_mla"
+        return "auto"
+    if kv_cache_dtype == "fp8_ds_mla":
+        return "fp8_ds_mla" if spec.is_mla else "fp8"
+    return "fp8" if fp8 else ("auto" if kv_cache_dtype in ("bfloat16", "float16") else "auto")
+
+
+def element_bytes(spec: ModelSpec, kv_dtype: str, dtype_bytes: int) -> int:
+    return 1 if kv_dtype.startswith("fp8") else dtype_bytes
+
+
+def layer_row_bytes(spec: ModelSpec, kv_dtype: str, dtype_bytes: int, tp: int) -> int:
+    """Bytes one token takes in one layer on one GPU (K and V, or the MLA latent)."""
+    e = element_bytes(spec, kv_dtype, dtype_bytes)
+    if spec.is_mla:
+        row = FP8_DS_MLA_ROW if kv_dtype == "fp8_ds_mla" else (
+            (spec.kv_lora_rank + spec.qk_rope_head_dim) * e)
+        if spec.index_head_dim:
+            row += spec.index_head_dim + spec.index_head_dim // 128 * 4
+        return row
+    heads = max(1, spec.num_kv_heads // tp)
+    return 2 * heads * spec.head_dim * e
+
+
+def default_block_size(spec: ModelSpec, kv_dtype: str, version: tuple[int, int, int],
+                       arch: str) -> int:
+    """The block size vLLM picks when --block-size is not given (vllm-reference §2.7)."""
+    if spec.is_dsv4:
+        return 256
+    if spec.is_mla:
+        if spec.index_head_dim:
+            return 64
+        if arch == "hopper":
+            if version >= (0, 20, 0) and not kv_dtype.startswith("fp8"):
+                return 16  # FLASH_ATTN_MLA takes bf16 with 16-token blocks
+            return 64  # FlashMLA
+        if arch == "blackwell":
+            return 64 if spec.qk_nope_head_dim == 128 or version >= (0, 20, 0) else 128
+        return 16  # Triton MLA on Ampere/Ada
+    return 16
+
+
+def _hybrid_groups(n_full: int, n_sliding: int) -> tuple[int, int, int]:
+    """(group_size, full_groups, sliding_groups) as _get_kv_cache_groups_uniform_page_size."""
+    small, large = min(n_full, n_sliding), max(n_full, n_sliding)
+    group_size = large if large < 1.5 * small else small
+    return group_size, math.ceil(n_full / group_size), math.ceil(n_sliding / group_size)
+
+
+def stage_layout(spec: ModelSpec, layers: range, kv_dtype: str, dtype_bytes: int, tp: int,
+                 block_size: int) -> KvLayout:
+    if spec.is_dsv4:
+        return _dsv4_layout(spec, layers, block_size)
+    row = layer_row_bytes(spec, kv_dtype, dtype_bytes, tp)
+    sliding = [i for i in layers if i in set(spec.sliding_layers)]
+    n_sliding, n_full = len(sliding), len(layers) - len(sliding)
+    bytes_per_token = row * len(layers)
+    if n_sliding == 0 or n_full == 0:
+        # One group: uniform full attention, or all layers windowed alike.
+        return KvLayout(bytes_per_token, block_size, bytes_per_token * block_size, 1,
+                        1 if n_full else 0, 1 if n_sliding else 0,
+                        spec.sliding_window if n_sliding else 0, kv_dtype)
+    group_size, full_groups, sliding_groups = _hybrid_groups(n_full, n_sliding)
+    return KvLayout(bytes_per_token, block_size, group_size * row * block_size,
+                    full_groups + sliding_groups, full_groups, sliding_groups,
+                    spec.sliding_window, kv_dtype)
+
+
+# DeepSeek V4 packs caches of different page sizes; vLLM's own guide says to predict, launch
+# once and calibrate. These two factors were fitted to vLLM 0.23 logs of V4-Flash on H200
+# (tests/data/kv_cases, ids ptocu-dsv4flash-*): the per-token cost is the structural sum
+# below times DSV4_TOKEN_FACTOR, and window-bounded caches cost DSV4_WINDOW_BYTES per token
+# of (window + in-flight tokens), independent of the context length.
+DSV4_TOKEN_FACTOR = 4.22
+DSV4_WINDOW_BYTES = 90_000
+
+
+def _dsv4_layout(spec: ModelSpec, layers: range, block_size: int) -> KvLayout:
+    per_token = 0.0
+    for layer in layers:
+        ratio = spec.compress_ratios[layer] if layer < len(spec.compress_ratios) else 0
+        if ratio:
+            per_token += DSV4_ROW / ratio
+        if ratio == 4 and spec.index_head_dim:
+            per_token += (spec.index_head_dim + spec.index_head_dim // 128 * 4) / ratio
+    bytes_per_token = round(per_token * DSV4_TOKEN_FACTOR)
+    return KvLayout(bytes_per_token, block_size, bytes_per_token * block_size, 1, 1, 0,
+                    spec.sliding_window, "fp8_ds_mla",
+                    window_bytes_per_token=round(DSV4_WINDOW_BYTES * len(layers) / 43))
+
+
+def blocks_per_request(kv: KvLayout, max_model_len: int, max_in_flight_tokens: int,
+                       dcp: int = 1) -> float:
+    """Blocks one request of max_model_len tokens needs across every group."""
+    full = kv.full_groups * math.ceil(math.ceil(max_model_len / dcp) / kv.block_size)
+    window = 0
+    if kv.sliding_groups:
+        span = min(kv.sliding_window - 1 + max_in_flight_tokens, max_model_len)
+        window = kv.sliding_groups * (math.ceil(span / kv.block_size) + 1)
+    fixed = 0.0
+    if kv.window_bytes_per_token:
+        span = kv.sliding_window - 1 + max_in_flight_tokens
+        fixed = kv.window_bytes_per_token * span / kv.bytes_per_block
+    return full + window + fixed

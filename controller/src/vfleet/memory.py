@@ -1,0 +1,95 @@
+"""The non-KV terms of vLLM's per-GPU budget: activation peak, non-torch memory, CUDA graphs.
+
+vLLM measures these in a profile run; we predict them from the model's shape. Each term is a
+formula over the tensors vLLM really allocates, with constants fitted once on the public
+start-up logs in tests/data/kv_cases (bench/kv_accuracy.py prints the fit quality):
+
+- the profile run pushes max_num_batched_tokens through the model (forward peak: MLP and
+  MoE intermediates, hidden-state copies), then a dummy sampler over min(max_num_seqs,
+  max_num_batched_tokens) rows of fp32 logits (sampler peak). The torch peak is the larger
+  of the two phases, not their sum;
+- non-torch memory grows after the start-up snapshot: cuBLAS workspaces always, and with
+  TP > 1 NCCL's lazily created buffers (large with NVLink SHARP on NVSwitch systems);
+- from 0.20 the CUDA-graph estimate is subtracted before the KV cache is sized.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vfleet.modelspec import ModelSpec
+
+GIB = 1 << 30
+BF16 = 2
+
+# Sampler: fp32 logits plus the copies sampling makes (probabilities, sort values and
+# indices), measured as ~3.6 logit-sized buffers across vocabularies from 49k to 262k.
+SAMPLER_LOGIT_COPIES = 3.61
+SAMPLER_BASE = int(0.125 * GIB)
+# Forward peak per token: gate/up output (2 x I), activation output (I), and about seven
+# hidden-sized buffers (residual, norm output, qkv, attention output, ...).
+FORWARD_HIDDEN_COPIES = 7
+# MoE: routed-token buffers (dispatch and combine of topk x hidden per token) that stay
+# live next to the sampler phase.
+MOE_TOPK_HIDDEN_COPIES = 2
+# Multimodal encoder profiling (vision towers) on top of the text profile.
+VISION_PROFILE = int(0.2 * GIB)
+
+NON_TORCH_BASE = int(0.25 * GIB)
+NON_TORCH_NVSWITCH_TP = int(1.85 * GIB)
+NON_TORCH_PCIE_TP = int(0.05 * GIB)
+NCCL_INIT_CHARGED = int(0.6 * GIB)  # <=0.10: the snapshot preceded NCCL communicator init
+
+CUDAGRAPH_BASE = int(0.3 * GIB)
+CUDAGRAPH_PER_LAYER = int(0.01 * GIB)
+
+
+@dataclass(frozen=True)
+class ProfileShape:
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    tp: int
+    is_first_stage: bool
+    is_last_stage: bool
+    moe_layers_on_rank: int
+
+
+def sampler_peak(spec: ModelSpec, shape: ProfileShape) -> int:
+    if not shape.is_last_stage:
+        return 0
+    rows = min(shape.max_num_seqs, shape.max_num_batched_tokens)
+    return int(SAMPLER_LOGIT_COPIES * rows * spec.vocab_size * 4) + SAMPLER_BASE
+
+
+def forward_peak(spec: ModelSpec, shape: ProfileShape) -> int:
+    tokens = shape.max_num_batched_tokens
+    widest = spec.intermediate_size / shape.tp
+    if spec.is_moe:
+        per_token_expert = spec.experts_per_token * spec.moe_intermediate_size / shape.tp
+        widest = max(widest if spec.num_layers > len(spec.moe_layers) else 0, per_token_expert)
+    return int(tokens * (3 * widest + FORWARD_HIDDEN_COPIES * spec.hidden_size) * BF16)
+
+
+def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> int:
+    peak = max(forward_peak(spec, shape), sampler_peak(spec, shape))
+    if shape.moe_layers_on_rank:
+        peak += int(MOE_TOPK_HIDDEN_COPIES * shape.max_num_batched_tokens
+                    * spec.experts_per_token * spec.hidden_size * BF16)
+    if spec.vision and shape.is_first_stage:
+        peak += VISION_PROFILE
+    return peak
+
+
+def non_torch_bytes(tp: int, nvswitch: bool, nccl_inside_budget: bool) -> int:
+    total = NON_TORCH_BASE
+    if tp > 1:
+        total += NON_TORCH_NVSWITCH_TP if nvswitch else NON_TORCH_PCIE_TP
+        if nccl_inside_budget:
+            total += NCCL_INIT_CHARGED
+    return total
+
+
+def cudagraph_bytes(layers_on_rank: int, enforce_eager: bool, subtracted: bool) -> int:
+    if enforce_eager or not subtracted:
+        return 0
+    return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank

@@ -1,0 +1,200 @@
+"""Parameter counts by component, and how vLLM shards them over TP / PP / DP / EP ranks.
+
+Every tensor group carries a shard rule that mirrors the vLLM layer it lands in:
+- "tp": Column/RowParallelLinear, split evenly over the tensor-parallel group;
+- "kv": K/V projections, split by KV head, each rank keeping at least one whole head;
+- "vocab": VocabParallelEmbedding / ParallelLMHead, vocab padded to 64 then split;
+- "replicated": norms, routers, MLA down-projections (q_a, kv_a), vision towers;
+- "experts": routed experts, split over TP x DP (tensor-sharded, or whole experts with EP).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from vfleet.modelspec import ModelSpec
+from vfleet.quant import WeightFormat
+
+VOCAB_PADDING = 64
+
+
+@dataclass(frozen=True)
+class TensorGroup:
+    component: str  # embeddings|attention|dense_mlp|routed_experts|shared_experts|router|...
+    params: int
+    shard: str
+    kv_heads: int = 0  # for shard == "kv": heads in this tensor group
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    enable_expert_parallel: bool = False
+    dcp: int = 1
+
+
+def pp_partition(num_layers: int, pp: int) -> list[int]:
+    """Layers per pipeline stage exactly as vLLM's get_pp_indices splits them.
+
+    The remainder goes one layer each to the stages before the last, counting back from the
+    second-to-last, so the last stage (which also holds the norm and LM head) stays light.
+    """
+    if pp < 1 or pp > num_layers:
+        raise ValueError(f"pipeline size {pp} does not fit {num_layers} layers")
+    parts = [num_layers // pp] * pp
+    for i in range(num_layers % pp):
+        parts[-(i + 2)] += 1
+    return parts
+
+
+def stage_layers(num_layers: int, pp: int, rank: int) -> range:
+    parts = pp_partition(num_layers, pp)
+    start = sum(parts[:rank])
+    return range(start, start + parts[rank])
+
+
+def _attention(spec: ModelSpec, layer: int) -> list[TensorGroup]:
+    h, nh = spec.hidden_size, spec.num_attention_heads
+    if spec.is_dsv4:
+        return _attention_dsv4(spec, layer)
+    if spec.is_mla:
+        qk_head = spec.qk_nope_head_dim + spec.qk_rope_head_dim
+        groups = [
+            TensorGroup("attention",
+                        h * (spec.q_lora_rank + spec.kv_lora_rank + spec.qk_rope_head_dim)
+                        if spec.q_lora_rank else h * (spec.kv_lora_rank + spec.qk_rope_head_dim),
+                        "replicated"),
+            TensorGroup("attention", (spec.q_lora_rank or h) * nh * qk_head, "tp"),
+            TensorGroup("attention",
+                        spec.kv_lora_rank * nh * (spec.qk_nope_head_dim + spec.v_head_dim), "tp"),
+            TensorGroup("attention", nh * spec.v_head_dim * h, "tp"),
+            TensorGroup("norms", spec.kv_lora_rank + spec.q_lora_rank, "replicated"),
+        ]
+        if spec.index_head_dim:  # DeepSeek V3.2 lightning indexer, replicated
+            groups.append(TensorGroup(
+                "indexer",
+                spec.q_lora_rank * spec.index_n_heads * spec.index_head_dim
+                + h * spec.index_head_dim + h * spec.index_n_heads, "replicated"))
+        return groups
+    hd, nkv = spec.head_dim, spec.num_kv_heads
+    bias = 1 if spec.attention_bias else 0  # Qwen2-style q/k/v biases
+    return [
+        TensorGroup("attention", (h + bias) * nh * hd, "tp"),
+        TensorGroup("attention", 2 * (h + bias) * nkv * hd, "kv", kv_heads=nkv),
+        TensorGroup("attention", nh * hd * h, "tp"),
+    ]
+
+
+def _attention_dsv4(spec: ModelSpec, layer: int) -> list[TensorGroup]:
+    """DeepSeek V4: low-rank Q, one shared 512-wide KV head, grouped low-rank output,
+    plus a KV compressor (and, on ratio-4 layers, an indexer with its own compressor)."""
+    h, nh, hd = spec.hidden_size, spec.num_attention_heads, spec.head_dim
+    groups = [
+        TensorGroup("attention", h * spec.q_lora_rank + h * hd, "replicated"),
+        TensorGroup("attention", spec.q_lora_rank * nh * hd, "tp"),
+        TensorGroup("attention", nh * hd * spec.o_lora_rank, "tp"),
+        TensorGroup("attention", spec.o_groups * spec.o_lora_rank * h, "tp"),
+    ]
+    ratio = spec.compress_ratios[layer] if layer < len(spec.compress_ratios) else 0
+    if ratio:
+        coff = 2 if ratio == 4 else 1
+        groups.append(TensorGroup("attention", 2 * h * coff * hd, "replicated"))
+    if ratio == 4 and spec.index_head_dim:
+        ih = spec.index_head_dim
+        groups.append(TensorGroup(
+            "indexer",
+            spec.q_lora_rank * spec.index_n_heads * ih + h * spec.index_n_heads + 2 * h * 2 * ih,
+            "replicated"))
+    return groups
+
+
+def _mlp(spec: ModelSpec, layer: int) -> list[TensorGroup]:
+    h = spec.hidden_size
+    mats = 3 if spec.gated_mlp else 2
+    if not spec.is_moe_layer(layer):
+        return [TensorGroup("dense_mlp", mats * h * spec.intermediate_size, "tp")]
+    groups = [
+        TensorGroup("routed_experts", spec.num_experts * 3 * h * spec.moe_intermediate_size,
+                    "experts"),
+        TensorGroup("router", spec.num_experts * h, "replicated"),
+    ]
+    if spec.shared_expert_intermediate_size:
+        groups.append(TensorGroup("shared_experts", 3 * h * spec.shared_expert_intermediate_size,
+                                  "tp"))
+    return groups
+
+
+def layer_groups(spec: ModelSpec, layer: int) -> list[TensorGroup]:
+    norms = TensorGroup("norms", 2 * spec.hidden_size, "replicated")
+    return [*_attention(spec, layer), *_mlp(spec, layer), norms]
+
+
+def padded_vocab(spec: ModelSpec) -> int:
+    return math.ceil(spec.vocab_size / VOCAB_PADDING) * VOCAB_PADDING
+
+
+def component_params(spec: ModelSpec) -> dict[str, int]:
+    """Whole-model parameter counts by component (what the checkpoint holds)."""
+    counts: dict[str, int] = {}
+
+    def add(component: str, n: int) -> None:
+        counts[component] = counts.get(component, 0) + n
+
+    add("embeddings", spec.vocab_size * spec.hidden_size)
+    for layer in range(spec.num_layers):
+        for group in layer_groups(spec, layer):
+            add(group.component, group.params)
+    add("norms", spec.hidden_size)
+    if not spec.tie_word_embeddings:
+        add("lm_head", spec.vocab_size * spec.hidden_size)
+    if spec.num_mtp_layers:
+        mtp_layer = max(spec.num_layers - 1, 0)
+        per_mtp = sum(g.params for g in layer_groups(spec, mtp_layer))
+        add("mtp", spec.num_mtp_layers * (per_mtp + 2 * spec.hidden_size * spec.hidden_size))
+    if spec.vision:
+        add("vision", spec.vision.params)
+    return counts
+
+
+def _rank_params(group: TensorGroup, spec: ModelSpec, layout: Layout) -> float:
+    tp = layout.tp
+    if group.shard == "tp":
+        return group.params / tp
+    if group.shard == "kv":
+        per_head = group.params / max(group.kv_heads, 1)
+        return per_head * max(1, group.kv_heads // tp)
+    if group.shard == "experts":
+        ranks = tp * layout.dp
+        if layout.enable_expert_parallel:
+            per_expert = group.params / spec.num_experts
+            return per_expert * math.ceil(spec.num_experts / ranks)
+        return group.params / ranks
+    return float(group.params)
+
+
+def rank_weight_bytes(spec: ModelSpec, fmt: WeightFormat, layout: Layout,
+                      pp_rank: int) -> dict[str, float]:
+    """Bytes of weights one GPU of pipeline stage `pp_rank` holds, by component."""
+    out: dict[str, float] = {}
+
+    def add(component: str, kind: str, n: float) -> None:
+        out[component] = out.get(component, 0.0) + n * fmt.bytes_per_param(kind)
+
+    first, last = pp_rank == 0, pp_rank == layout.pp - 1
+    vocab_rank = padded_vocab(spec) / layout.tp * spec.hidden_size
+    if first:
+        add("embeddings", "embeddings", vocab_rank)
+        if spec.vision:
+            add("vision", "vision", spec.vision.params)
+    if last and (not spec.tie_word_embeddings or layout.pp > 1 and not first):
+        add("lm_head", "lm_head", vocab_rank)
+    for layer in stage_layers(spec.num_layers, layout.pp, pp_rank):
+        for group in layer_groups(spec, layer):
+            add(group.component, group.component, _rank_params(group, spec, layout))
+    # Rotary cos/sin cache: max_position x rotary dim in the model dtype, one per model.
+    rotary = spec.qk_rope_head_dim or spec.head_dim
+    out["rotary_cache"] = float(spec.max_position_embeddings * rotary * fmt.dtype_bytes)
+    return out
