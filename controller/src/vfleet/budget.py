@@ -137,7 +137,8 @@ def compute(req: BudgetRequest) -> Budget:
     if not 0 < util <= 1:
         raise UserError(f"--gpu-memory-utilization {util} must be in (0, 1]")
     max_model_len = req.max_model_len or spec.max_position_embeddings
-    default_seqs, default_tokens = batch_defaults(version, gpu.memory_gib, gpu.name)
+    default_seqs, default_tokens = batch_defaults(version, gpu.memory_gib, gpu.name,
+                                                  max_model_len)
     max_num_seqs = req.max_num_seqs or default_seqs
     mnbt = req.max_num_batched_tokens or min(default_tokens, max_num_seqs * max_model_len)
     kv_dtype = kvspec.resolve_kv_dtype(spec, req.kv_cache_dtype, version, gpu.arch)
@@ -152,10 +153,11 @@ def compute(req: BudgetRequest) -> Budget:
         weights = rank_weight_bytes(spec, fmt, layout, rank)
         if rank == 0:
             weights_by_component = weights
-        weight_total = max(0, int(sum(weights.values()) - req.cpu_offload_gb * 1e9))
+        # vLLM takes --cpu-offload-gb in GiB off the GPU-resident weights.
+        weight_total = max(0, int(sum(weights.values()) - req.cpu_offload_gb * GIB))
         moe_layers = sum(1 for i in layers if spec.is_moe_layer(i))
         shape = memory.ProfileShape(mnbt, max_num_seqs, layout.tp, rank == 0,
-                                    rank == layout.pp - 1, moe_layers)
+                                    rank == layout.pp - 1, moe_layers, traits.v0_engine)
         activation = memory.activation_bytes(spec, shape)
         non_torch = memory.non_torch_bytes(layout.tp * (1 if layout.dp == 1 else layout.dp),
                                            gpu.nvswitch_class, traits.nccl_inside_budget)

@@ -25,10 +25,13 @@ BF16 = 2
 # Sampler: fp32 logits plus the copies sampling makes (probabilities, sort values and
 # indices), measured as ~3.6 logit-sized buffers across vocabularies from 49k to 262k.
 SAMPLER_LOGIT_COPIES = 3.61
-SAMPLER_BASE = int(0.125 * GIB)
-# Forward peak per token: gate/up output (2 x I), activation output (I), and about seven
-# hidden-sized buffers (residual, norm output, qkv, attention output, ...).
+# Per-row sampler state (penalties, output token buffers): 0.125 GiB at 1,024 rows.
+SAMPLER_BYTES_PER_ROW = 128 * 1024
+# Forward peak per token: gate/up output (2 x I), activation output (I), and hidden-sized
+# buffers (residual, norm output, qkv, attention output, ...): about seven in V1, which keeps
+# persistent per-token input buffers, three in V0.
 FORWARD_HIDDEN_COPIES = 7
+FORWARD_HIDDEN_COPIES_V0 = 3
 # MoE: routed-token buffers (dispatch and combine of topk x hidden per token) that stay
 # live next to the sampler phase.
 MOE_TOPK_HIDDEN_COPIES = 2
@@ -52,13 +55,14 @@ class ProfileShape:
     is_first_stage: bool
     is_last_stage: bool
     moe_layers_on_rank: int
+    v0_engine: bool = False
 
 
 def sampler_peak(spec: ModelSpec, shape: ProfileShape) -> int:
-    if not shape.is_last_stage:
-        return 0
+    if not shape.is_last_stage or shape.v0_engine:
+        return 0  # V0 profiled logits only for the last token of each prompt
     rows = min(shape.max_num_seqs, shape.max_num_batched_tokens)
-    return int(SAMPLER_LOGIT_COPIES * rows * spec.vocab_size * 4) + SAMPLER_BASE
+    return int(SAMPLER_LOGIT_COPIES * rows * spec.vocab_size * 4) + rows * SAMPLER_BYTES_PER_ROW
 
 
 def forward_peak(spec: ModelSpec, shape: ProfileShape) -> int:
@@ -67,7 +71,8 @@ def forward_peak(spec: ModelSpec, shape: ProfileShape) -> int:
     if spec.is_moe:
         per_token_expert = spec.experts_per_token * spec.moe_intermediate_size / shape.tp
         widest = max(widest if spec.num_layers > len(spec.moe_layers) else 0, per_token_expert)
-    return int(tokens * (3 * widest + FORWARD_HIDDEN_COPIES * spec.hidden_size) * BF16)
+    copies = FORWARD_HIDDEN_COPIES_V0 if shape.v0_engine else FORWARD_HIDDEN_COPIES
+    return int(tokens * (3 * widest + copies * spec.hidden_size) * BF16)
 
 
 def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> int:

@@ -74,11 +74,11 @@ def normalise_scheme(name: str) -> str:
 
 def scheme_from_config(qcfg: dict[str, Any], model_type: str) -> tuple[str, int, bool]:
     """(scheme, group size, experts_only) from a checkpoint's quantization_config."""
+    if model_type == "deepseek_v4" or qcfg.get("expert_dtype") in ("fp4", "mxfp4"):
+        return "dsv4", 32, False  # V4 ships only as FP4 experts + FP8 elsewhere
     if not qcfg:
         return "none", 128, False
     method = str(qcfg.get("quant_method") or qcfg.get("quant_algo") or "").lower()
-    if model_type == "deepseek_v4" or qcfg.get("expert_dtype") in ("fp4", "mxfp4"):
-        return "dsv4", 32, False
     if method == "compressed-tensors":
         return _compressed_tensors_scheme(qcfg)
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):

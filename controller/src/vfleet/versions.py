@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from vfleet.errors import UserError
 
-OLDEST_SUPPORTED = (0, 8, 0)
+OLDEST_SUPPORTED = (0, 6, 0)  # V0-era logs still parse; 0.8+ is the supported range
 NEWEST_KNOWN = (0, 33, 0)
 DEFAULT_VERSION = "0.33.0"
 
@@ -31,7 +31,7 @@ def parse_version(text: str | None) -> tuple[int, int, int]:
     triple = (major, minor, patch)
     if triple < OLDEST_SUPPORTED or triple[:2] > NEWEST_KNOWN[:2]:
         raise UserError(
-            f"vLLM {text} is outside the supported range 0.8 to 0.33: "
+            f"vLLM {text} is outside the supported range 0.6 to 0.33: "
             "pick a release in that range with --vllm-version"
         )
     return triple
@@ -71,13 +71,17 @@ def traits(version: str | None) -> VersionTraits:
 
 
 def batch_defaults(version: tuple[int, int, int], gpu_memory_gib: float, gpu_name: str,
-                   world_size_local: int = 1) -> tuple[int, int]:
+                   max_model_len: int) -> tuple[int, int]:
     """`vllm serve` defaults for (max_num_seqs, max_num_batched_tokens) on this device.
 
     vLLM decides them from the device memory seen by the process that builds the config
     (EngineArgs.get_batch_defaults); A100 stays in the small tier on purpose.
     """
     name = gpu_name.lower()
+    if version < (0, 8, 0):
+        # V0: 256 sequences; chunked prefill only auto-on past 32K context, and without it
+        # a batch must hold a whole prompt.
+        return 256, 2048 if max_model_len > 32768 else max(max_model_len, 2048)
     big = gpu_memory_gib >= 70 and "a100" not in name
     if version >= (0, 30, 0) and gpu_memory_gib >= 160:
         return 1024, 16384
