@@ -30,12 +30,19 @@ def score(cases_dir: Path) -> list[dict]:
         run = to_run(case, configs)
         budget = compute(run.request)
         error = (budget.kv_tokens - run.observed_tokens) / run.observed_tokens
-        rows.append({"id": run.case_id, "version": budget.vllm_version, "gpu": budget.gpu,
-                     "layout": f"TP{budget.tensor_parallel_size}PP{budget.pipeline_parallel_size}",
-                     "pred_kv_gib": budget.available_kv_gib,
-                     "obs_kv_gib": run.observed_available_gib,
-                     "pred_tokens": budget.kv_tokens, "obs_tokens": run.observed_tokens,
-                     "error": error})
+        rows.append(
+            {
+                "id": run.case_id,
+                "version": budget.vllm_version,
+                "gpu": budget.gpu,
+                "layout": f"TP{budget.tensor_parallel_size}PP{budget.pipeline_parallel_size}",
+                "pred_kv_gib": budget.available_kv_gib,
+                "obs_kv_gib": run.observed_available_gib,
+                "pred_tokens": budget.kv_tokens,
+                "obs_tokens": run.observed_tokens,
+                "error": error,
+            }
+        )
     return rows
 
 
@@ -44,18 +51,24 @@ def main() -> int:
     parser.add_argument("--cases", type=Path, default=DEFAULT_DIR)
     args = parser.parse_args()
     rows = score(args.cases)
-    print(f"{'case':<46} {'vLLM':<7} {'GPU':<15} {'layout':<7} {'KV GiB pred/obs':>16} "
-          f"{'tokens pred':>12} {'tokens obs':>11} {'error':>7}")
+    print(
+        f"{'case':<46} {'vLLM':<7} {'GPU':<15} {'layout':<7} {'KV GiB pred/obs':>16} "
+        f"{'tokens pred':>12} {'tokens obs':>11} {'error':>7}"
+    )
     for r in rows:
         obs = f"{r['obs_kv_gib']:.2f}" if r["obs_kv_gib"] is not None else "-"
-        print(f"{r['id'][:46]:<46} {r['version']:<7} {r['gpu'][:15]:<15} {r['layout']:<7} "
-              f"{r['pred_kv_gib']:>8.2f}/{obs:>7} {r['pred_tokens']:>12} {r['obs_tokens']:>11} "
-              f"{r['error'] * 100:>+6.1f}%")
+        print(
+            f"{r['id'][:46]:<46} {r['version']:<7} {r['gpu'][:15]:<15} {r['layout']:<7} "
+            f"{r['pred_kv_gib']:>8.2f}/{obs:>7} {r['pred_tokens']:>12} {r['obs_tokens']:>11} "
+            f"{r['error'] * 100:>+6.1f}%"
+        )
     errors = [abs(r["error"]) for r in rows]
-    print(f"\ncases: {len(rows)}   median |error|: {statistics.median(errors) * 100:.2f}%   "
-          f"mean |error|: {statistics.mean(errors) * 100:.2f}%   "
-          f"max |error|: {max(errors) * 100:.1f}%   within 5%: "
-          f"{sum(e <= 0.05 for e in errors)}/{len(rows)}")
+    print(
+        f"\ncases: {len(rows)}   median |error|: {statistics.median(errors) * 100:.2f}%   "
+        f"mean |error|: {statistics.mean(errors) * 100:.2f}%   "
+        f"max |error|: {max(errors) * 100:.1f}%   within 5%: "
+        f"{sum(e <= 0.05 for e in errors)}/{len(rows)}"
+    )
     print("targets: median <= 3%, mean <= 5% (llm-d planner: 6.7% KV memory, 9.9% concurrency)")
     return 0
 

@@ -24,7 +24,7 @@ class BudgetRequest:
     spec: ModelSpec
     gpu: Gpu
     traits: VersionTraits
-    layout: Layout = Layout()
+    layout: Layout = field(default_factory=Layout)
     gpu_memory_utilization: float | None = None
     max_model_len: int | None = None
     max_num_batched_tokens: int | None = None
@@ -137,8 +137,7 @@ def compute(req: BudgetRequest) -> Budget:
     if not 0 < util <= 1:
         raise UserError(f"--gpu-memory-utilization {util} must be in (0, 1]")
     max_model_len = req.max_model_len or spec.max_position_embeddings
-    default_seqs, default_tokens = batch_defaults(version, gpu.memory_gib, gpu.name,
-                                                  max_model_len)
+    default_seqs, default_tokens = batch_defaults(version, gpu.memory_gib, gpu.name, max_model_len)
     max_num_seqs = req.max_num_seqs or default_seqs
     mnbt = req.max_num_batched_tokens or min(default_tokens, max_num_seqs * max_model_len)
     kv_dtype = kvspec.resolve_kv_dtype(spec, req.kv_cache_dtype, version, gpu.arch)
@@ -156,25 +155,43 @@ def compute(req: BudgetRequest) -> Budget:
         # vLLM takes --cpu-offload-gb in GiB off the GPU-resident weights.
         weight_total = max(0, int(sum(weights.values()) - req.cpu_offload_gb * GIB))
         moe_layers = sum(1 for i in layers if spec.is_moe_layer(i))
-        shape = memory.ProfileShape(mnbt, max_num_seqs, layout.tp, rank == 0,
-                                    rank == layout.pp - 1, moe_layers, traits.v0_engine)
+        shape = memory.ProfileShape(
+            mnbt,
+            max_num_seqs,
+            layout.tp,
+            rank == 0,
+            rank == layout.pp - 1,
+            moe_layers,
+            traits.v0_engine,
+        )
         activation = memory.activation_bytes(spec, shape)
-        non_torch = memory.non_torch_bytes(layout.tp * (1 if layout.dp == 1 else layout.dp),
-                                           gpu.nvswitch_class, traits.nccl_inside_budget)
-        cudagraph = memory.cudagraph_bytes(len(layers), req.enforce_eager,
-                                           traits.cudagraph_subtracted)
+        non_torch = memory.non_torch_bytes(
+            layout.tp * (1 if layout.dp == 1 else layout.dp),
+            gpu.nvswitch_class,
+            traits.nccl_inside_budget,
+        )
+        cudagraph = memory.cudagraph_bytes(
+            len(layers), req.enforce_eager, traits.cudagraph_subtracted
+        )
         if req.kv_cache_memory_bytes is not None:
             available = req.kv_cache_memory_bytes
         else:
             available = requested - weight_total - activation - non_torch - cudagraph
         kv = kvspec.stage_layout(spec, layers, kv_dtype, dtype_bytes, layout.tp, block_size)
         kv_layouts.append(kv)
-        stages.append(StageBudget(
-            pp_rank=rank, layers=len(layers), weights_bytes=weight_total,
-            activation_bytes=activation, non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
-            available_kv_bytes=available, kv_bytes_per_token=kv.bytes_per_token,
-            num_blocks=max(0, available // kv.bytes_per_block),
-        ))
+        stages.append(
+            StageBudget(
+                pp_rank=rank,
+                layers=len(layers),
+                weights_bytes=weight_total,
+                activation_bytes=activation,
+                non_torch_bytes=non_torch,
+                cudagraph_bytes=cudagraph,
+                available_kv_bytes=available,
+                kv_bytes_per_token=kv.bytes_per_token,
+                num_blocks=max(0, available // kv.bytes_per_block),
+            )
+        )
 
     limiting = min(range(len(stages)), key=lambda i: stages[i].num_blocks)
     stage, kv = stages[limiting], kv_layouts[limiting]
@@ -197,23 +214,35 @@ def compute(req: BudgetRequest) -> Budget:
 
     params = component_params(spec)
     return Budget(
-        model=spec.name, gpu=gpu.name, vllm_version=traits.label,
-        tensor_parallel_size=layout.tp, pipeline_parallel_size=layout.pp,
-        data_parallel_size=layout.dp, enable_expert_parallel=layout.enable_expert_parallel,
+        model=spec.name,
+        gpu=gpu.name,
+        vllm_version=traits.label,
+        tensor_parallel_size=layout.tp,
+        pipeline_parallel_size=layout.pp,
+        data_parallel_size=layout.dp,
+        enable_expert_parallel=layout.enable_expert_parallel,
         decode_context_parallel_size=layout.dcp,
-        gpu_memory_gib=round(gpu.memory_bytes / GIB, 2), gpu_memory_utilization=util,
+        gpu_memory_gib=round(gpu.memory_bytes / GIB, 2),
+        gpu_memory_utilization=util,
         requested_gib=round(requested / GIB, 2),
         weights_gib=round(stage.weights_bytes / GIB, 2),
         activation_gib=round(stage.activation_bytes / GIB, 2),
         non_torch_gib=round(stage.non_torch_bytes / GIB, 2),
         cudagraph_gib=round(stage.cudagraph_bytes / GIB, 2),
         available_kv_gib=round(stage.available_kv_bytes / GIB, 2),
-        kv_bytes_per_token=stage.kv_bytes_per_token, kv_cache_dtype=kv.kv_dtype,
-        block_size=block_size, num_blocks=num_blocks, kv_tokens=kv_tokens,
-        max_model_len=max_model_len, max_concurrency=round(max_concurrency, 2),
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=mnbt,
-        recommended_max_num_seqs=recommended, mean_context_len=mean_ctx,
-        weight_format=fmt.scheme, kv_pinned=req.kv_cache_memory_bytes is not None,
+        kv_bytes_per_token=stage.kv_bytes_per_token,
+        kv_cache_dtype=kv.kv_dtype,
+        block_size=block_size,
+        num_blocks=num_blocks,
+        kv_tokens=kv_tokens,
+        max_model_len=max_model_len,
+        max_concurrency=round(max_concurrency, 2),
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=mnbt,
+        recommended_max_num_seqs=recommended,
+        mean_context_len=mean_ctx,
+        weight_format=fmt.scheme,
+        kv_pinned=req.kv_cache_memory_bytes is not None,
         stages=stages,
         weights_by_component_gib={k: round(v / GIB, 3) for k, v in weights_by_component.items()},
         params_by_component_b={k: round(v / 1e9, 3) for k, v in params.items()},

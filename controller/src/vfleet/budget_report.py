@@ -24,25 +24,39 @@ def worked_table(b: Budget) -> str:
         stage_note = " (the tightest pipeline stage sets every stage's block count)"
     rows: list[tuple[str, str, str]] = [
         ("GPU memory (driver total)", f"{b.gpu_memory_gib:10.2f} GiB", b.gpu),
-        ("x gpu-memory-utilization", f"{b.gpu_memory_utilization:10.2f}",
-         f"vLLM {b.vllm_version}"),
+        ("x gpu-memory-utilization", f"{b.gpu_memory_utilization:10.2f}", f"vLLM {b.vllm_version}"),
         ("= requested", f"{b.requested_gib:10.2f} GiB", "ceil(total x util)"),
         ("- weights", f"{b.weights_gib:10.2f} GiB", f"{b.weight_format}, per GPU, {layout}"),
-        ("- activation peak", f"{b.activation_gib:10.2f} GiB",
-         f"profile run of {b.max_num_batched_tokens} tokens, {b.max_num_seqs} seqs"),
+        (
+            "- activation peak",
+            f"{b.activation_gib:10.2f} GiB",
+            f"profile run of {b.max_num_batched_tokens} tokens, {b.max_num_seqs} seqs",
+        ),
         ("- non-torch", f"{b.non_torch_gib:10.2f} GiB", "cuBLAS, NCCL buffers"),
-        ("- CUDA graphs", f"{b.cudagraph_gib:10.2f} GiB",
-         "estimate subtracted (>=0.20)" if b.cudagraph_gib else "not subtracted"),
-        ("= KV pool per GPU", f"{b.available_kv_gib:10.2f} GiB",
-         "pinned by --kv-cache-memory-bytes" if b.kv_pinned else stage_note.strip()),
-        ("/ KV bytes per token per GPU", f"{b.kv_bytes_per_token:10d} B",
-         f"kv dtype {b.kv_cache_dtype}"),
+        (
+            "- CUDA graphs",
+            f"{b.cudagraph_gib:10.2f} GiB",
+            "estimate subtracted (>=0.20)" if b.cudagraph_gib else "not subtracted",
+        ),
+        (
+            "= KV pool per GPU",
+            f"{b.available_kv_gib:10.2f} GiB",
+            "pinned by --kv-cache-memory-bytes" if b.kv_pinned else stage_note.strip(),
+        ),
+        (
+            "/ KV bytes per token per GPU",
+            f"{b.kv_bytes_per_token:10d} B",
+            f"kv dtype {b.kv_cache_dtype}",
+        ),
         ("= blocks", f"{b.num_blocks:10d}", f"{b.block_size} tokens each"),
         ("= KV tokens per engine", f"{b.kv_tokens:10d}", "vLLM's 'GPU KV cache size'"),
         ("/ context (max-model-len)", f"{b.max_model_len:10d}", ""),
         ("= concurrent sequences", f"{b.max_concurrency:10.2f}", "at full context"),
-        ("recommended max-num-seqs", f"{b.recommended_max_num_seqs:10d}",
-         f"KV cap at {b.mean_context_len}-token mean context, 10% headroom"),
+        (
+            "recommended max-num-seqs",
+            f"{b.recommended_max_num_seqs:10d}",
+            f"KV cap at {b.mean_context_len}-token mean context, 10% headroom",
+        ),
     ]
     width = max(len(r[0]) for r in rows)
     lines = [f"KV budget: {b.model} on {b.gpu} ({layout}, vLLM {b.vllm_version})", ""]
@@ -65,12 +79,16 @@ def sweep(req: BudgetRequest, utils: list[float]) -> list[Budget]:
 
 def sweep_table(points: list[Budget]) -> str:
     base = points[0].max_concurrency or 1.0
-    lines = ["  util   KV GiB/GPU    KV tokens   concurrency   vs first",
-             "  ----   ----------   ----------   -----------   --------"]
+    lines = [
+        "  util   KV GiB/GPU    KV tokens   concurrency   vs first",
+        "  ----   ----------   ----------   -----------   --------",
+    ]
     for b in points:
         gain = (b.max_concurrency / base - 1) * 100 if base else 0.0
-        lines.append(f"  {b.gpu_memory_utilization:4.2f}   {b.available_kv_gib:10.2f}   "
-                     f"{b.kv_tokens:10d}   {b.max_concurrency:11.2f}   {gain:+7.1f}%")
+        lines.append(
+            f"  {b.gpu_memory_utilization:4.2f}   {b.available_kv_gib:10.2f}   "
+            f"{b.kv_tokens:10d}   {b.max_concurrency:11.2f}   {gain:+7.1f}%"
+        )
     return "\n".join(lines)
 
 
@@ -87,11 +105,18 @@ def plot_sweep(points: list[Budget], path: Path) -> None:
     ax.set_xlabel("gpu-memory-utilization")
     ax.set_ylabel(f"concurrent sequences at {points[0].max_model_len} tokens")
     first = points[0]
-    ax.set_title(f"{first.model} on {first.gpu}, TP{first.tensor_parallel_size} "
-                 f"PP{first.pipeline_parallel_size}, vLLM {first.vllm_version}", fontsize=9)
+    ax.set_title(
+        f"{first.model} on {first.gpu}, TP{first.tensor_parallel_size} "
+        f"PP{first.pipeline_parallel_size}, vLLM {first.vllm_version}",
+        fontsize=9,
+    )
     if conc[0] > 0:
-        ax.annotate(f"{(conc[-1] / conc[0] - 1) * 100:+.0f}% from {utils[0]} to {utils[-1]}",
-                    xy=(utils[-1], conc[-1]), xytext=(-160, -30), textcoords="offset points")
+        ax.annotate(
+            f"{(conc[-1] / conc[0] - 1) * 100:+.0f}% from {utils[0]} to {utils[-1]}",
+            xy=(utils[-1], conc[-1]),
+            xytext=(-160, -30),
+            textcoords="offset points",
+        )
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

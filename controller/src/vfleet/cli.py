@@ -36,8 +36,11 @@ def _budget_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-size", type=int)
     p.add_argument("--enforce-eager", action="store_true")
     p.add_argument("--cpu-offload-gb", type=float, default=0.0)
-    p.add_argument("--mean-context-len", type=int,
-                   help="mean context for the recommended max-num-seqs (default min(len, 4096))")
+    p.add_argument(
+        "--mean-context-len",
+        type=int,
+        help="mean context for the recommended max-num-seqs (default min(len, 4096))",
+    )
     p.add_argument("--vllm-version", help="target vLLM release (default 0.33.0)")
     p.add_argument("--sweep-gpu-memory-utilization", metavar="START:STOP:STEP")
     p.add_argument("--plot", type=Path, help="write the sweep as a PNG")
@@ -65,8 +68,14 @@ def _budget_request(args: argparse.Namespace):
     from vfleet.params import Layout
     from vfleet.versions import traits
 
-    for name in ("max_model_len", "max_num_batched_tokens", "max_num_seqs", "block_size",
-                 "gpu_memory_gib", "mean_context_len"):
+    for name in (
+        "max_model_len",
+        "max_num_batched_tokens",
+        "max_num_seqs",
+        "block_size",
+        "gpu_memory_gib",
+        "mean_context_len",
+    ):
         _positive(name.replace("_", "-"), getattr(args, name))
     gpu = resolve_gpu(args.gpu)
     if args.gpu_memory_gib:
@@ -74,14 +83,27 @@ def _budget_request(args: argparse.Namespace):
     if args.kv_cache_memory_bytes is not None and args.kv_cache_memory_bytes <= 0:
         raise UserError("--kv-cache-memory-bytes must be positive")
     return BudgetRequest(
-        spec=load_model(args.model), gpu=gpu, traits=traits(args.vllm_version),
-        layout=Layout(tp=args.tp, pp=args.pp, dp=args.dp,
-                      enable_expert_parallel=args.enable_expert_parallel, dcp=args.dcp),
-        gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
-        max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
-        kv_cache_dtype=args.kv_cache_dtype, dtype=args.dtype, quantization=args.quantization,
-        block_size=args.block_size, enforce_eager=args.enforce_eager,
-        kv_cache_memory_bytes=args.kv_cache_memory_bytes, cpu_offload_gb=args.cpu_offload_gb,
+        spec=load_model(args.model),
+        gpu=gpu,
+        traits=traits(args.vllm_version),
+        layout=Layout(
+            tp=args.tp,
+            pp=args.pp,
+            dp=args.dp,
+            enable_expert_parallel=args.enable_expert_parallel,
+            dcp=args.dcp,
+        ),
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        max_model_len=args.max_model_len,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        max_num_seqs=args.max_num_seqs,
+        kv_cache_dtype=args.kv_cache_dtype,
+        dtype=args.dtype,
+        quantization=args.quantization,
+        block_size=args.block_size,
+        enforce_eager=args.enforce_eager,
+        kv_cache_memory_bytes=args.kv_cache_memory_bytes,
+        cpu_offload_gb=args.cpu_offload_gb,
         mean_context_len=args.mean_context_len,
     )
 
@@ -91,9 +113,12 @@ def _does_not_fit(req, budget) -> UserError:
 
     need = sum(s.weights_bytes for s in budget.stages) * budget.tensor_parallel_size / (1 << 30)
     better = smallest_fitting_layout(req)
-    hint = (f"the smallest layout that fits is TP{better.tensor_parallel_size} "
-            f"PP{better.pipeline_parallel_size}" if better else
-            "no layout up to 64 GPUs fits: use a quantized checkpoint (e.g. FP8) or bigger GPUs")
+    hint = (
+        f"the smallest layout that fits is TP{better.tensor_parallel_size} "
+        f"PP{better.pipeline_parallel_size}"
+        if better
+        else "no layout up to 64 GPUs fits: use a quantized checkpoint (e.g. FP8) or bigger GPUs"
+    )
     return UserError(
         f"{budget.model} does not fit: weights need {need:.1f} GiB across "
         f"TP{budget.tensor_parallel_size} PP{budget.pipeline_parallel_size}, each "
@@ -116,17 +141,24 @@ def cmd_budget(args: argparse.Namespace) -> int:
         try:
             utils = budget_report.parse_range(args.sweep_gpu_memory_utilization or "0.6:0.95:0.05")
         except ValueError:
-            raise UserError("--sweep-gpu-memory-utilization wants START:STOP:STEP, "
-                            "e.g. 0.6:0.95:0.05") from None
+            raise UserError(
+                "--sweep-gpu-memory-utilization wants START:STOP:STEP, e.g. 0.6:0.95:0.05"
+            ) from None
         points = budget_report.sweep(req, utils)
         if args.plot:
             budget_report.plot_sweep(points, args.plot)
     if args.json:
         out = result.to_json()
         if points:
-            out["sweep"] = [{"gpu_memory_utilization": p.gpu_memory_utilization,
-                             "available_kv_gib": p.available_kv_gib, "kv_tokens": p.kv_tokens,
-                             "max_concurrency": p.max_concurrency} for p in points]
+            out["sweep"] = [
+                {
+                    "gpu_memory_utilization": p.gpu_memory_utilization,
+                    "available_kv_gib": p.available_kv_gib,
+                    "kv_tokens": p.kv_tokens,
+                    "max_concurrency": p.max_concurrency,
+                }
+                for p in points
+            ]
         print(json.dumps(out, indent=2))
         return 0
     print(budget_report.worked_table(result))

@@ -72,8 +72,9 @@ def resolve_gpu(name: str) -> Gpu:
         if wanted in {_key(gpu.name), *(_key(a) for a in gpu.aliases)}:
             return gpu
     names = [g.name for g in catalog()]
-    close = difflib.get_close_matches(name, names + [a for g in catalog() for a in g.aliases],
-                                      n=3, cutoff=0.5)
+    close = difflib.get_close_matches(
+        name, names + [a for g in catalog() for a in g.aliases], n=3, cutoff=0.5
+    )
     hint = f" (close: {', '.join(close)})" if close else ""
     raise UserError(
         f"unknown GPU {name!r}{hint}: use a catalog name from `vfleet gpus` or the exact name "

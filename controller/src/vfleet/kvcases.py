@@ -20,12 +20,27 @@ from vfleet.versions import traits
 
 # Words in a case's GPU description -> catalog name, most specific first.
 _GPU_WORDS = (
-    ("h200 nvl", "H200-NVL-141GB"), ("h200", "H200-SXM-141GB"), ("gh200", "GH200-96GB"),
-    ("h100 nvl", "H100-NVL-94GB"), ("h100 pcie", "H100-PCIe-80GB"), ("h100", "H100-SXM-80GB"),
-    ("h800", "H800-80GB"), ("h20", "H20-96GB"), ("a100 40", "A100-SXM-40GB"),
-    ("a100", "A100-SXM-80GB"), ("l40s", "L40S"), ("l40", "L40"), ("l4", "L4"),
-    ("a10g", "A10G"), ("rtx 3090", "RTX-3090"), ("rtx 4090", "RTX-4090"), ("rtx 4080", "RTX-4080"),
-    ("rtx 5090", "RTX-5090"), ("a6000", "RTX-A6000"), ("b200", "B200"), ("mi300x", "MI300X"),
+    ("h200 nvl", "H200-NVL-141GB"),
+    ("h200", "H200-SXM-141GB"),
+    ("gh200", "GH200-96GB"),
+    ("h100 nvl", "H100-NVL-94GB"),
+    ("h100 pcie", "H100-PCIe-80GB"),
+    ("h100", "H100-SXM-80GB"),
+    ("h800", "H800-80GB"),
+    ("h20", "H20-96GB"),
+    ("a100 40", "A100-SXM-40GB"),
+    ("a100", "A100-SXM-80GB"),
+    ("l40s", "L40S"),
+    ("l40", "L40"),
+    ("l4", "L4"),
+    ("a10g", "A10G"),
+    ("rtx 3090", "RTX-3090"),
+    ("rtx 4090", "RTX-4090"),
+    ("rtx 4080", "RTX-4080"),
+    ("rtx 5090", "RTX-5090"),
+    ("a6000", "RTX-A6000"),
+    ("b200", "B200"),
+    ("mi300x", "MI300X"),
 )
 
 
@@ -57,9 +72,16 @@ def _quantization(text: str | None) -> str | None:
         return "none"  # the shared config may be a quantized repack of the same model
     if "deepseek_v4" in t:
         return None  # the checkpoint's own FP8/FP4 format
-    for word, scheme in (("awq", "awq"), ("w4a16", "w4a16"), ("gptq", "w4a16"),
-                         ("nvfp4", "nvfp4"), ("mxfp4", "mxfp4"), ("w8a8", "int8"),
-                         ("int8", "int8"), ("fp8", "fp8")):
+    for word, scheme in (
+        ("awq", "awq"),
+        ("w4a16", "w4a16"),
+        ("gptq", "w4a16"),
+        ("nvfp4", "nvfp4"),
+        ("mxfp4", "mxfp4"),
+        ("w8a8", "int8"),
+        ("int8", "int8"),
+        ("fp8", "fp8"),
+    ):
         if word in t:
             return scheme
     return None
@@ -93,8 +115,9 @@ def configs_by_case_model(models: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def usable(case: dict[str, Any], configs: dict[str, dict[str, Any]]) -> bool:
     """A case with a config and a complete record (the acceptance set)."""
-    return bool(case.get("complete_core") and case["model"] in configs
-                and case["observed"].get("kv_tokens"))
+    return bool(
+        case.get("complete_core") and case["model"] in configs and case["observed"].get("kv_tokens")
+    )
 
 
 def to_run(case: dict[str, Any], configs: dict[str, dict[str, Any]]) -> CaseRun:
@@ -108,10 +131,12 @@ def to_run(case: dict[str, Any], configs: dict[str, dict[str, Any]]) -> CaseRun:
         spec=spec_from_config(configs[case["model"]], name=case["model"]),
         gpu=gpu,
         traits=traits(_version(case)),
-        layout=Layout(tp=case.get("tensor_parallel_size") or 1,
-                      pp=case.get("pipeline_parallel_size") or 1,
-                      dp=case.get("data_parallel_size") or 1,
-                      enable_expert_parallel=bool(case.get("enable_expert_parallel"))),
+        layout=Layout(
+            tp=case.get("tensor_parallel_size") or 1,
+            pp=case.get("pipeline_parallel_size") or 1,
+            dp=case.get("data_parallel_size") or 1,
+            enable_expert_parallel=bool(case.get("enable_expert_parallel")),
+        ),
         gpu_memory_utilization=case.get("gpu_memory_utilization"),
         max_model_len=case.get("max_model_len"),
         max_num_batched_tokens=case.get("max_num_batched_tokens"),
@@ -124,5 +149,6 @@ def to_run(case: dict[str, Any], configs: dict[str, dict[str, Any]]) -> CaseRun:
         cpu_offload_gb=float(flags.get("cpu_offload_gb") or 0.0),
     )
     observed = case["observed"]
-    return CaseRun(case["id"], request, int(observed["kv_tokens"]),
-                   observed.get("available_kv_gib"))
+    return CaseRun(
+        case["id"], request, int(observed["kv_tokens"]), observed.get("available_kv_gib")
+    )

@@ -16,8 +16,18 @@ from dataclasses import dataclass
 from vfleet.errors import UserError
 from vfleet.modelspec import ModelSpec
 
-KV_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla",
-             "fp8_inc", "int8_per_token_head", "fp8_per_token_head")
+KV_DTYPES = (
+    "auto",
+    "bfloat16",
+    "float16",
+    "fp8",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "fp8_ds_mla",
+    "fp8_inc",
+    "int8_per_token_head",
+    "fp8_per_token_head",
+)
 
 # Bytes per token per layer of DeepSeek's packed FP8 latent formats (vllm-reference §2.3).
 FP8_DS_MLA_ROW = 656
@@ -42,8 +52,9 @@ class KvLayout:
     window_bytes_per_token: int = 0
 
 
-def resolve_kv_dtype(spec: ModelSpec, kv_cache_dtype: str, version: tuple[int, int, int],
-                     arch: str) -> str:
+def resolve_kv_dtype(
+    spec: ModelSpec, kv_cache_dtype: str, version: tuple[int, int, int], arch: str
+) -> str:
     """What the cache really stores for this model, dtype flag, release and GPU."""
     if kv_cache_dtype not in KV_DTYPES:
         raise UserError(
@@ -61,7 +72,7 @@ def resolve_kv_dtype(spec: ModelSpec, kv_cache_dtype: str, version: tuple[int, i
         return "auto"
     if kv_cache_dtype == "fp8_ds_mla":
         return "fp8_ds_mla" if spec.is_mla else "fp8"
-    return "fp8" if fp8 else ("auto" if kv_cache_dtype in ("bfloat16", "float16") else "auto")
+    return "fp8" if fp8 else "auto"  # bfloat16/float16 store like auto on bf16/fp16 models
 
 
 def element_bytes(spec: ModelSpec, kv_dtype: str, dtype_bytes: int) -> int:
@@ -72,8 +83,11 @@ def layer_row_bytes(spec: ModelSpec, kv_dtype: str, dtype_bytes: int, tp: int) -
     """Bytes one token takes in one layer on one GPU (K and V, or the MLA latent)."""
     e = element_bytes(spec, kv_dtype, dtype_bytes)
     if spec.is_mla:
-        row = FP8_DS_MLA_ROW if kv_dtype == "fp8_ds_mla" else (
-            (spec.kv_lora_rank + spec.qk_rope_head_dim) * e)
+        row = (
+            FP8_DS_MLA_ROW
+            if kv_dtype == "fp8_ds_mla"
+            else ((spec.kv_lora_rank + spec.qk_rope_head_dim) * e)
+        )
         if spec.index_head_dim:
             row += spec.index_head_dim + spec.index_head_dim // 128 * 4
         return row
@@ -81,8 +95,9 @@ def layer_row_bytes(spec: ModelSpec, kv_dtype: str, dtype_bytes: int, tp: int) -
     return 2 * heads * spec.head_dim * e
 
 
-def default_block_size(spec: ModelSpec, kv_dtype: str, version: tuple[int, int, int],
-                       arch: str) -> int:
+def default_block_size(
+    spec: ModelSpec, kv_dtype: str, version: tuple[int, int, int], arch: str
+) -> int:
     """The block size vLLM picks when --block-size is not given (vllm-reference §2.7)."""
     if spec.is_dsv4:
         return 256
@@ -106,8 +121,9 @@ def _hybrid_groups(n_full: int, n_sliding: int) -> tuple[int, int, int]:
     return group_size, math.ceil(n_full / group_size), math.ceil(n_sliding / group_size)
 
 
-def stage_layout(spec: ModelSpec, layers: range, kv_dtype: str, dtype_bytes: int, tp: int,
-                 block_size: int) -> KvLayout:
+def stage_layout(
+    spec: ModelSpec, layers: range, kv_dtype: str, dtype_bytes: int, tp: int, block_size: int
+) -> KvLayout:
     if spec.is_dsv4:
         return _dsv4_layout(spec, layers, block_size)
     row = layer_row_bytes(spec, kv_dtype, dtype_bytes, tp)
@@ -116,13 +132,27 @@ def stage_layout(spec: ModelSpec, layers: range, kv_dtype: str, dtype_bytes: int
     bytes_per_token = row * len(layers)
     if n_sliding == 0 or n_full == 0:
         # One group: uniform full attention, or all layers windowed alike.
-        return KvLayout(bytes_per_token, block_size, bytes_per_token * block_size, 1,
-                        1 if n_full else 0, 1 if n_sliding else 0,
-                        spec.sliding_window if n_sliding else 0, kv_dtype)
+        return KvLayout(
+            bytes_per_token,
+            block_size,
+            bytes_per_token * block_size,
+            1,
+            1 if n_full else 0,
+            1 if n_sliding else 0,
+            spec.sliding_window if n_sliding else 0,
+            kv_dtype,
+        )
     group_size, full_groups, sliding_groups = _hybrid_groups(n_full, n_sliding)
-    return KvLayout(bytes_per_token, block_size, group_size * row * block_size,
-                    full_groups + sliding_groups, full_groups, sliding_groups,
-                    spec.sliding_window, kv_dtype)
+    return KvLayout(
+        bytes_per_token,
+        block_size,
+        group_size * row * block_size,
+        full_groups + sliding_groups,
+        full_groups,
+        sliding_groups,
+        spec.sliding_window,
+        kv_dtype,
+    )
 
 
 # DeepSeek V4 packs caches of different page sizes; vLLM's own guide says to predict, launch
@@ -143,13 +173,22 @@ def _dsv4_layout(spec: ModelSpec, layers: range, block_size: int) -> KvLayout:
         if ratio == 4 and spec.index_head_dim:
             per_token += (spec.index_head_dim + spec.index_head_dim // 128 * 4) / ratio
     bytes_per_token = round(per_token * DSV4_TOKEN_FACTOR)
-    return KvLayout(bytes_per_token, block_size, bytes_per_token * block_size, 1, 1, 0,
-                    spec.sliding_window, "fp8_ds_mla",
-                    window_bytes_per_token=round(DSV4_WINDOW_BYTES * len(layers) / 43))
+    return KvLayout(
+        bytes_per_token,
+        block_size,
+        bytes_per_token * block_size,
+        1,
+        1,
+        0,
+        spec.sliding_window,
+        "fp8_ds_mla",
+        window_bytes_per_token=round(DSV4_WINDOW_BYTES * len(layers) / 43),
+    )
 
 
-def blocks_per_request(kv: KvLayout, max_model_len: int, max_in_flight_tokens: int,
-                       dcp: int = 1) -> float:
+def blocks_per_request(
+    kv: KvLayout, max_model_len: int, max_in_flight_tokens: int, dcp: int = 1
+) -> float:
     """Blocks one request of max_model_len tokens needs across every group."""
     full = kv.full_groups * math.ceil(math.ceil(max_model_len / dcp) / kv.block_size)
     window = 0

@@ -78,8 +78,13 @@ def forward_peak(spec: ModelSpec, shape: ProfileShape) -> int:
 def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> int:
     peak = max(forward_peak(spec, shape), sampler_peak(spec, shape))
     if shape.moe_layers_on_rank:
-        peak += int(MOE_TOPK_HIDDEN_COPIES * shape.max_num_batched_tokens
-                    * spec.experts_per_token * spec.hidden_size * BF16)
+        peak += int(
+            MOE_TOPK_HIDDEN_COPIES
+            * shape.max_num_batched_tokens
+            * spec.experts_per_token
+            * spec.hidden_size
+            * BF16
+        )
     if spec.vision and shape.is_first_stage:
         peak += VISION_PROFILE
     return peak

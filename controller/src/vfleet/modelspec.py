@@ -237,8 +237,9 @@ def spec_from_config(raw: dict[str, Any], name: str = "model") -> ModelSpec:
         ),
         dtype=_norm_dtype(_pick(cfg, "torch_dtype", "dtype", default=raw.get("torch_dtype"))),
         max_position_embeddings=int(
-            _pick(cfg, "max_position_embeddings", "n_positions", "max_sequence_length",
-                  default=4096)
+            _pick(
+                cfg, "max_position_embeddings", "n_positions", "max_sequence_length", default=4096
+            )
         ),
         gated_mlp=not is_phi,
         attention_bias=bool(cfg.get("attention_bias") or model_type.startswith("qwen2")),

@@ -63,21 +63,32 @@ def _attention(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     if spec.is_mla:
         qk_head = spec.qk_nope_head_dim + spec.qk_rope_head_dim
         groups = [
-            TensorGroup("attention",
-                        h * (spec.q_lora_rank + spec.kv_lora_rank + spec.qk_rope_head_dim)
-                        if spec.q_lora_rank else h * (spec.kv_lora_rank + spec.qk_rope_head_dim),
-                        "replicated"),
+            TensorGroup(
+                "attention",
+                h * (spec.q_lora_rank + spec.kv_lora_rank + spec.qk_rope_head_dim)
+                if spec.q_lora_rank
+                else h * (spec.kv_lora_rank + spec.qk_rope_head_dim),
+                "replicated",
+            ),
             TensorGroup("attention", (spec.q_lora_rank or h) * nh * qk_head, "tp"),
-            TensorGroup("attention",
-                        spec.kv_lora_rank * nh * (spec.qk_nope_head_dim + spec.v_head_dim), "tp"),
+            TensorGroup(
+                "attention",
+                spec.kv_lora_rank * nh * (spec.qk_nope_head_dim + spec.v_head_dim),
+                "tp",
+            ),
             TensorGroup("attention", nh * spec.v_head_dim * h, "tp"),
             TensorGroup("norms", spec.kv_lora_rank + spec.q_lora_rank, "replicated"),
         ]
         if spec.index_head_dim:  # DeepSeek V3.2 lightning indexer, replicated
-            groups.append(TensorGroup(
-                "indexer",
-                spec.q_lora_rank * spec.index_n_heads * spec.index_head_dim
-                + h * spec.index_head_dim + h * spec.index_n_heads, "replicated"))
+            groups.append(
+                TensorGroup(
+                    "indexer",
+                    spec.q_lora_rank * spec.index_n_heads * spec.index_head_dim
+                    + h * spec.index_head_dim
+                    + h * spec.index_n_heads,
+                    "replicated",
+                )
+            )
         return groups
     hd, nkv = spec.head_dim, spec.num_kv_heads
     bias = 1 if spec.attention_bias else 0  # Qwen2-style q/k/v biases
@@ -104,10 +115,15 @@ def _attention_dsv4(spec: ModelSpec, layer: int) -> list[TensorGroup]:
         groups.append(TensorGroup("attention", 2 * h * coff * hd, "replicated"))
     if ratio == 4 and spec.index_head_dim:
         ih = spec.index_head_dim
-        groups.append(TensorGroup(
-            "indexer",
-            spec.q_lora_rank * spec.index_n_heads * ih + h * spec.index_n_heads + 2 * h * 2 * ih,
-            "replicated"))
+        groups.append(
+            TensorGroup(
+                "indexer",
+                spec.q_lora_rank * spec.index_n_heads * ih
+                + h * spec.index_n_heads
+                + 2 * h * 2 * ih,
+                "replicated",
+            )
+        )
     return groups
 
 
@@ -117,13 +133,15 @@ def _mlp(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     if not spec.is_moe_layer(layer):
         return [TensorGroup("dense_mlp", mats * h * spec.intermediate_size, "tp")]
     groups = [
-        TensorGroup("routed_experts", spec.num_experts * 3 * h * spec.moe_intermediate_size,
-                    "experts"),
+        TensorGroup(
+            "routed_experts", spec.num_experts * 3 * h * spec.moe_intermediate_size, "experts"
+        ),
         TensorGroup("router", spec.num_experts * h, "replicated"),
     ]
     if spec.shared_expert_intermediate_size:
-        groups.append(TensorGroup("shared_experts", 3 * h * spec.shared_expert_intermediate_size,
-                                  "tp"))
+        groups.append(
+            TensorGroup("shared_experts", 3 * h * spec.shared_expert_intermediate_size, "tp")
+        )
     return groups
 
 
@@ -175,8 +193,9 @@ def _rank_params(group: TensorGroup, spec: ModelSpec, layout: Layout) -> float:
     return float(group.params)
 
 
-def rank_weight_bytes(spec: ModelSpec, fmt: WeightFormat, layout: Layout,
-                      pp_rank: int) -> dict[str, float]:
+def rank_weight_bytes(
+    spec: ModelSpec, fmt: WeightFormat, layout: Layout, pp_rank: int
+) -> dict[str, float]:
     """Bytes of weights one GPU of pipeline stage `pp_rank` holds, by component."""
     out: dict[str, float] = {}
 
@@ -189,7 +208,7 @@ def rank_weight_bytes(spec: ModelSpec, fmt: WeightFormat, layout: Layout,
         add("embeddings", "embeddings", vocab_rank)
         if spec.vision:
             add("vision", "vision", spec.vision.params)
-    if last and (not spec.tie_word_embeddings or layout.pp > 1 and not first):
+    if last and (not spec.tie_word_embeddings or (layout.pp > 1 and not first)):
         add("lm_head", "lm_head", vocab_rank)
     for layer in stage_layers(spec.num_layers, layout.pp, pp_rank):
         for group in layer_groups(spec, layer):

@@ -18,12 +18,28 @@ LINEAR_KINDS = ("attention", "dense_mlp", "routed_experts", "shared_experts", "i
 
 # Runtime or checkpoint scheme names users pass, normalised to one of ours.
 _ALIASES = {
-    "fp8": "fp8", "fp8_block": "fp8", "fbgemm_fp8": "fp8", "modelopt": "fp8",
-    "deepseek_v4_fp8": "dsv4", "w8a8": "int8", "int8": "int8", "w8a8_int8": "int8",
-    "awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4",
-    "w4a16": "int4", "int4": "int4", "bitsandbytes": "int4",
-    "mxfp4": "mxfp4", "nvfp4": "nvfp4", "modelopt_fp4": "nvfp4", "fp4": "nvfp4",
-    "none": "none", "bf16": "none", "fp16": "none",
+    "fp8": "fp8",
+    "fp8_block": "fp8",
+    "fbgemm_fp8": "fp8",
+    "modelopt": "fp8",
+    "deepseek_v4_fp8": "dsv4",
+    "w8a8": "int8",
+    "int8": "int8",
+    "w8a8_int8": "int8",
+    "awq": "int4",
+    "awq_marlin": "int4",
+    "gptq": "int4",
+    "gptq_marlin": "int4",
+    "w4a16": "int4",
+    "int4": "int4",
+    "bitsandbytes": "int4",
+    "mxfp4": "mxfp4",
+    "nvfp4": "nvfp4",
+    "modelopt_fp4": "nvfp4",
+    "fp4": "nvfp4",
+    "none": "none",
+    "bf16": "none",
+    "fp16": "none",
 }
 
 SCHEMES = ("none", "fp8", "int8", "int4", "mxfp4", "nvfp4", "dsv4")
@@ -106,13 +122,14 @@ def _compressed_tensors_scheme(qcfg: dict[str, Any]) -> tuple[str, int, bool]:
     return "int8", 128, False
 
 
-def weight_format(qcfg: dict[str, Any], model_type: str, dtype_bytes: int,
-                  override: str | None = None) -> WeightFormat:
+def weight_format(
+    qcfg: dict[str, Any], model_type: str, dtype_bytes: int, override: str | None = None
+) -> WeightFormat:
     """The format the loaded weights take: checkpoint config, or a runtime override."""
     if override:
         scheme = normalise_scheme(override)
-        return WeightFormat(scheme=scheme, dtype_bytes=dtype_bytes,
-                            experts_only=scheme == "mxfp4")
+        return WeightFormat(scheme=scheme, dtype_bytes=dtype_bytes, experts_only=scheme == "mxfp4")
     scheme, group, experts_only = scheme_from_config(qcfg, model_type)
-    return WeightFormat(scheme=scheme, dtype_bytes=dtype_bytes, group_size=group,
-                        experts_only=experts_only)
+    return WeightFormat(
+        scheme=scheme, dtype_bytes=dtype_bytes, group_size=group, experts_only=experts_only
+    )

@@ -70,8 +70,9 @@ def traits(version: str | None) -> VersionTraits:
     )
 
 
-def batch_defaults(version: tuple[int, int, int], gpu_memory_gib: float, gpu_name: str,
-                   max_model_len: int) -> tuple[int, int]:
+def batch_defaults(
+    version: tuple[int, int, int], gpu_memory_gib: float, gpu_name: str, max_model_len: int
+) -> tuple[int, int]:
     """`vllm serve` defaults for (max_num_seqs, max_num_batched_tokens) on this device.
 
     vLLM decides them from the device memory seen by the process that builds the config

@@ -1,0 +1,50 @@
+"""Bytes per token and block arithmetic against the worked numbers in vllm-reference.md §2."""
+
+import pytest
+
+from vfleet.catalog import load_model
+from vfleet.kvspec import layer_row_bytes, stage_layout
+from vfleet.params import pp_partition
+
+
+@pytest.mark.parametrize(
+    ("layers", "pp", "split"),
+    [
+        (61, 2, [31, 30]),
+        (61, 3, [20, 21, 20]),
+        (61, 4, [15, 15, 16, 15]),
+        (61, 8, [7, 7, 8, 8, 8, 8, 8, 7]),
+        (80, 3, [27, 27, 26]),
+        (32, 1, [32]),
+    ],
+)
+def test_pipeline_split_matches_vllm(layers, pp, split):
+    assert pp_partition(layers, pp) == split
+
+
+@pytest.mark.parametrize(("tp", "expected"), [(4, 81_920), (8, 40_960), (16, 40_960)])
+def test_gqa_heads_split_then_replicate(tp, expected):
+    spec = load_model("meta-llama/Llama-3.1-70B-Instruct")
+    assert layer_row_bytes(spec, "auto", 2, tp) * spec.num_layers == expected
+
+
+@pytest.mark.parametrize(("kv_dtype", "expected"), [("auto", 70_272), ("fp8", 35_136)])
+def test_mla_latent_is_not_split_by_tp(kv_dtype, expected):
+    spec = load_model("deepseek-ai/DeepSeek-V3")
+    for tp in (1, 8, 16):
+        assert layer_row_bytes(spec, kv_dtype, 2, tp) * spec.num_layers == expected
+
+
+@pytest.mark.parametrize(
+    ("kv_dtype", "expected"), [("fp8_ds_mla", 48_068), ("auto", 78_324), ("fp8", 43_188)]
+)
+def test_deepseek_v32_rows_include_the_indexer(kv_dtype, expected):
+    spec = load_model("deepseek-ai/DeepSeek-V3.2")
+    assert layer_row_bytes(spec, kv_dtype, 2, 8) * spec.num_layers == expected
+
+
+def test_gpt_oss_forms_two_groups_of_eighteen_layers():
+    spec = load_model("openai/gpt-oss-120b")
+    kv = stage_layout(spec, range(spec.num_layers), "auto", 2, 4, 16)
+    assert (kv.full_groups, kv.sliding_groups) == (1, 1)
+    assert kv.bytes_per_block == 147_456  # 18 layers x 8,192-byte pages at TP4
