@@ -98,6 +98,7 @@ def plot_sweep(points: list[Budget], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    points = [b for b in points if b.max_concurrency >= 1] or points
     utils = [b.gpu_memory_utilization for b in points]
     conc = [b.max_concurrency for b in points]
     fig, ax = plt.subplots(figsize=(7, 4))
