@@ -156,13 +156,15 @@ def compute(req: BudgetRequest) -> Budget:
         weight_total = max(0, int(sum(weights.values()) - req.cpu_offload_gb * GIB))
         moe_layers = sum(1 for i in layers if spec.is_moe_layer(i))
         shape = memory.ProfileShape(
-            mnbt,
-            max_num_seqs,
-            layout.tp,
-            rank == 0,
-            rank == layout.pp - 1,
-            moe_layers,
-            traits.v0_engine,
+            max_num_batched_tokens=mnbt,
+            max_num_seqs=max_num_seqs,
+            tp=layout.tp,
+            is_first_stage=rank == 0,
+            is_last_stage=rank == layout.pp - 1,
+            moe_layers_on_rank=moe_layers,
+            v0_engine=traits.v0_engine,
+            version=version,
+            mxfp4_experts=fmt.scheme == "mxfp4",
         )
         activation = memory.activation_bytes(spec, shape)
         non_torch = memory.non_torch_bytes(

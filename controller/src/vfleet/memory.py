@@ -25,6 +25,9 @@ BF16 = 2
 # Sampler: fp32 logits plus the copies sampling makes (probabilities, sort values and
 # indices), measured as ~3.6 logit-sized buffers across vocabularies from 49k to 262k.
 SAMPLER_LOGIT_COPIES = 3.61
+# vLLM 0.15 and 0.16 held about 9.5 logit-sized buffers in the sampler profile (llm-d's
+# version sweep of the same Qwen3-14B launch: 5.64 GiB peak there, 2.23 in 0.17 and 0.18).
+SAMPLER_LOGIT_COPIES_015 = 9.5
 # Per-row sampler state (penalties, output token buffers): 0.125 GiB at 1,024 rows.
 SAMPLER_BYTES_PER_ROW = 128 * 1024
 # Forward peak per token: gate/up output (2 x I), activation output (I), and hidden-sized
@@ -56,13 +59,18 @@ class ProfileShape:
     is_last_stage: bool
     moe_layers_on_rank: int
     v0_engine: bool = False
+    version: tuple[int, int, int] = (0, 33, 0)
+    mxfp4_experts: bool = False
 
 
 def sampler_peak(spec: ModelSpec, shape: ProfileShape) -> int:
     if not shape.is_last_stage or shape.v0_engine:
         return 0  # V0 profiled logits only for the last token of each prompt
     rows = min(shape.max_num_seqs, shape.max_num_batched_tokens)
-    return int(SAMPLER_LOGIT_COPIES * rows * spec.vocab_size * 4) + rows * SAMPLER_BYTES_PER_ROW
+    copies = SAMPLER_LOGIT_COPIES
+    if (0, 15, 0) <= shape.version < (0, 17, 0):
+        copies = SAMPLER_LOGIT_COPIES_015
+    return int(copies * rows * spec.vocab_size * 4) + rows * SAMPLER_BYTES_PER_ROW
 
 
 def forward_peak(spec: ModelSpec, shape: ProfileShape) -> int:
@@ -77,7 +85,7 @@ def forward_peak(spec: ModelSpec, shape: ProfileShape) -> int:
 
 def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> int:
     peak = max(forward_peak(spec, shape), sampler_peak(spec, shape))
-    if shape.moe_layers_on_rank:
+    if shape.moe_layers_on_rank and not shape.mxfp4_experts:  # MXFP4 kernels route in place
         peak += int(
             MOE_TOPK_HIDDEN_COPIES
             * shape.max_num_batched_tokens

@@ -219,7 +219,8 @@ def spec_from_config(raw: dict[str, Any], name: str = "model") -> ModelSpec:
     compress_ratios = tuple(int(r) for r in (compress or [])[:layers])
 
     quant = raw.get("quantization_config") or cfg.get("quantization_config") or {}
-    is_phi = model_type in ("phi", "gpt2", "gpt_neox", "gptj", "falcon")
+    # GPT-2-style blocks (fc1/fc2, no gate): Phi-1/2, GPT-NeoX, GPT-J, Falcon.
+    is_phi = model_type in ("phi", "phi-msft", "gpt2", "gpt_neox", "gptj", "falcon")
 
     return ModelSpec(
         name=name,

@@ -54,6 +54,11 @@ class WeightFormat:
     group_size: int = 128
     experts_only: bool = False  # MXFP4 in gpt-oss quantizes only the experts
 
+    @property
+    def pads_experts(self) -> bool:
+        """vLLM's MXFP4 MoE kernels pad expert matrices to multiples of 256."""
+        return self.scheme == "mxfp4"
+
     def bytes_per_param(self, kind: str) -> float:
         if self.scheme == "none" or kind not in LINEAR_KINDS:
             return float(self.dtype_bytes)
