@@ -209,6 +209,11 @@ def spec_from_config(raw: dict[str, Any], name: str = "model") -> ModelSpec:
         inter = 4 * hidden if not num_experts else moe_inter
     shared_count = int(_pick(cfg, "n_shared_experts", "num_shared_experts", default=0) or 0)
     shared_inter = int(cfg.get("shared_expert_intermediate_size") or 0)
+    if model_type.startswith("llama4") and num_experts:
+        # Llama 4: every MoE layer adds one shared expert as wide as a routed one; dense
+        # layers use intermediate_size_mlp.
+        shared_inter = moe_inter
+        inter = int(cfg.get("intermediate_size_mlp") or inter)
     if shared_count and not shared_inter:
         shared_inter = shared_count * moe_inter
 

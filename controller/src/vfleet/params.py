@@ -181,8 +181,9 @@ def _round256(x: float) -> float:
     return math.ceil(x / 256) * 256
 
 
-def _rank_params(group: TensorGroup, spec: ModelSpec, layout: Layout,
-                 pad_experts: bool = False) -> float:
+def _rank_params(
+    group: TensorGroup, spec: ModelSpec, layout: Layout, pad_experts: bool = False
+) -> float:
     tp = layout.tp
     if group.shard == "tp":
         return group.params / tp
@@ -194,8 +195,9 @@ def _rank_params(group: TensorGroup, spec: ModelSpec, layout: Layout,
         if pad_experts:
             # Both expert dimensions round up to 256 (hidden, and the per-rank width).
             h, width = spec.hidden_size, spec.moe_intermediate_size / ranks
-            group = replace(group, params=int(group.params * _round256(h) / h
-                                              * _round256(width) / width))
+            group = replace(
+                group, params=int(group.params * _round256(h) / h * _round256(width) / width)
+            )
         if layout.enable_expert_parallel:
             per_expert = group.params / spec.num_experts
             return per_expert * math.ceil(spec.num_experts / ranks)
@@ -222,8 +224,11 @@ def rank_weight_bytes(
         add("lm_head", "lm_head", vocab_rank)
     for layer in stage_layers(spec.num_layers, layout.pp, pp_rank):
         for group in layer_groups(spec, layer):
-            add(group.component, group.component,
-                _rank_params(group, spec, layout, fmt.pads_experts))
+            add(
+                group.component,
+                group.component,
+                _rank_params(group, spec, layout, fmt.pads_experts),
+            )
     # Rotary cos/sin cache: max_position x rotary dim in the model dtype, one per model.
     rotary = spec.qk_rope_head_dim or spec.head_dim
     out["rotary_cache"] = float(spec.max_position_embeddings * rotary * fmt.dtype_bytes)
