@@ -11,8 +11,16 @@ from pathlib import Path
 VFLEET = Path(sys.executable).parent / "vfleet"
 CASES = [
     ["--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200-SXM-141GB", "--tp", "8", "--json"],
-    ["--model", "meta-llama/Llama-3.1-405B-Instruct", "--gpu", "H100-SXM-80GB", "--tp", "8",
-     "--pp", "2"],
+    [
+        "--model",
+        "meta-llama/Llama-3.1-405B-Instruct",
+        "--gpu",
+        "H100-SXM-80GB",
+        "--tp",
+        "8",
+        "--pp",
+        "2",
+    ],
     ["--model", "openai/gpt-oss-120b", "--gpu", "H100-SXM-80GB", "--json"],
 ]
 

@@ -61,6 +61,15 @@ def worked_table(b: Budget) -> str:
     width = max(len(r[0]) for r in rows)
     lines = [f"KV budget: {b.model} on {b.gpu} ({layout}, vLLM {b.vllm_version})", ""]
     lines += [f"  {label:<{width}}  {value}   {note}".rstrip() for label, value, note in rows]
+    lines += [
+        "",
+        "  Weights by component (whole model, billions of parameters -> GiB on one GPU"
+        " of the first stage):",
+    ]
+    for name, params in sorted(b.params_by_component_b.items(), key=lambda kv: -kv[1]):
+        gib = b.weights_by_component_gib.get(name)
+        on_gpu = f"{gib:8.2f} GiB" if gib is not None else "  not loaded" if name == "mtp" else ""
+        lines.append(f"    {name:<16} {params:10.3f} B  {on_gpu}".rstrip())
     return "\n".join(lines)
 
 
