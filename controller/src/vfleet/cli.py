@@ -51,6 +51,19 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="vfleet", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _budget_args(sub.add_parser("budget", help="predict vLLM's KV cache per GPU"))
+    plan = sub.add_parser("plan", help="choose TP/PP/DP/EP and the scheduler knobs")
+    plan.add_argument(
+        "--cluster", required=True, type=Path, help="cluster YAML or a directory of probe facts"
+    )
+    plan.add_argument("--model", required=True, help="catalog id, model folder or config.json")
+    plan.add_argument("--workload", default="chat", help="chat | rag | batch | FILE.yaml")
+    plan.add_argument(
+        "--vllm-version", help="target vLLM release (default: the probed one, else 0.33.0)"
+    )
+    plan.add_argument("--gpu-memory-utilization", type=float)
+    plan.add_argument("--kv-cache-dtype", help="override the planner's choice (auto|fp8)")
+    plan.add_argument("--out", type=Path, help="also write the plan JSON here")
+    plan.add_argument("--json", action="store_true", help="print one JSON object")
     sub.add_parser("models", help="list the bundled model catalog")
     sub.add_parser("gpus", help="list the GPU catalog")
     return parser
@@ -170,6 +183,38 @@ def cmd_budget(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from vfleet import plan_output
+    from vfleet.catalog import load_model
+    from vfleet.cluster import load_cluster
+    from vfleet.planner import PlanInputs, plan
+    from vfleet.versions import traits
+    from vfleet.workload import load_workload
+
+    cluster = load_cluster(args.cluster)
+    version = traits(args.vllm_version or cluster.vllm_version)
+    inputs = PlanInputs(
+        spec=load_model(args.model),
+        cluster=cluster,
+        workload=load_workload(args.workload),
+        traits=version,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        kv_cache_dtype=args.kv_cache_dtype,
+    )
+    ranked = plan(inputs)
+    doc = plan_output.plan_document(
+        cluster, inputs.workload, ranked, inputs.spec.name, version.label
+    )
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        print(plan_output.table(cluster, inputs.workload, ranked, inputs.spec.name))
+    return 0
+
+
 def cmd_models(_args: argparse.Namespace) -> int:
     from vfleet.catalog import catalog_ids
 
@@ -187,7 +232,7 @@ def cmd_gpus(_args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"budget": cmd_budget, "models": cmd_models, "gpus": cmd_gpus}
+COMMANDS = {"budget": cmd_budget, "plan": cmd_plan, "models": cmd_models, "gpus": cmd_gpus}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
