@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `make deploy` today: the KV budget for a bundled example cluster, written to
-# artifacts/<env>/report/. Provisioning, probing, planning and launching arrive with the
-# planner, render, roles and deploy issues; this script says so instead of pretending.
+# `make deploy` today: KV budgets and a parallel plan for bundled example clusters, written
+# to artifacts/<env>/report/. Provisioning, probing and launching arrive with the render,
+# roles and deploy issues; this script says so instead of pretending.
 set -euo pipefail
 env_name="${1:-local}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,5 +24,10 @@ step "KV budget: Llama-3.1-8B on one H100 80GB, vLLM 0.33"
 "$vfleet" budget --model meta-llama/Llama-3.1-8B-Instruct --gpu "NVIDIA H100 80GB HBM3" \
   --max-model-len 8192 --mean-context-len 2048 | tee "$report/llama-3.1-8b-h100.txt"
 
+step "Plan: DeepSeek-V3 on the seed chapter's 2 x 8 H100 cluster joined by 25 GbE (chat workload)"
+"$vfleet" plan --cluster "$root/examples/clusters/2x8-h100-25gbe.yaml" \
+  --model deepseek-ai/DeepSeek-V3 --workload chat --out "$report/plan-deepseek-v3-2x8-h100.json" \
+  | tee "$report/plan-deepseek-v3-2x8-h100.txt"
+
 step "Done: reports in ${report#"$root"/}"
-echo "Today make deploy computes budgets only; see README 'What make deploy does today'."
+echo "Today make deploy computes budgets and a plan only; see README 'What make deploy does today'."
