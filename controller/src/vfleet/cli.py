@@ -62,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--gpu-memory-utilization", type=float)
     plan.add_argument("--kv-cache-dtype", help="override the planner's choice (auto|fp8)")
+    plan.add_argument("--allow-partial-facts", action="store_true",
+                      help="plan even if a host's probe failed or measured nothing")
     plan.add_argument("--out", type=Path, help="also write the plan JSON here")
     plan.add_argument("--json", action="store_true", help="print one JSON object")
     sub.add_parser("models", help="list the bundled model catalog")
@@ -191,7 +193,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from vfleet.versions import traits
     from vfleet.workload import load_workload
 
-    cluster = load_cluster(args.cluster)
+    cluster = load_cluster(args.cluster, allow_partial=args.allow_partial_facts)
     version = traits(args.vllm_version or cluster.vllm_version)
     inputs = PlanInputs(
         spec=load_model(args.model),
