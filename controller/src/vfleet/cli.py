@@ -62,8 +62,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--gpu-memory-utilization", type=float)
     plan.add_argument("--kv-cache-dtype", help="override the planner's choice (auto|fp8)")
-    plan.add_argument("--allow-partial-facts", action="store_true",
-                      help="plan even if a host's probe failed or measured nothing")
+    plan.add_argument(
+        "--allow-partial-facts",
+        action="store_true",
+        help="plan even if a host's probe failed or measured nothing",
+    )
     plan.add_argument("--out", type=Path, help="also write the plan JSON here")
     plan.add_argument("--json", action="store_true", help="print one JSON object")
     sub.add_parser("models", help="list the bundled model catalog")

@@ -34,6 +34,12 @@ EP_IMBALANCE = 1.10  # hottest expert rank vs the mean without EPLB
 # (DeepSeek-V3 at TP8: 2048 / 8 = 256); applied to expert reads and FLOPs of MoE-TP.
 NARROW_EXPERT_WIDTH = 512
 
+HALF_BW_BYTES = 1.5e6
+# vLLM's fused-MoE grouped GEMMs in prefill run well below dense GEMM efficiency; NVIDIA
+# AIConfigurator's measured vLLM data for DeepSeek-V3 on H200 puts expert layers at about a
+# third of the dense rate.
+MOE_GEMM_EFFICIENCY = 0.33
+
 # Collective latency by link: NCCL small-message latencies typical of each fabric.
 LATENCY_S = {"nvlink": 8e-6, "pcie": 15e-6, "infiniband": 20e-6, "roce": 25e-6, "ethernet": 60e-6}
 
@@ -44,11 +50,16 @@ class Link:
     busbw_GBps: float
 
     def collective_s(self, nbytes: float, ranks: int, factor: float = 2.0) -> float:
-        """Ring-style collective: factor x (n-1)/n of the bytes over the bus bandwidth."""
+        """Ring-style collective: factor x (n-1)/n of the bytes over the bus bandwidth.
+
+        NCCL reaches its bus bandwidth only on large messages; a message of HALF_BW_BYTES
+        gets half of it (decode steps move a few MB per collective).
+        """
         if ranks <= 1:
             return 0.0
         volume = nbytes * factor * (ranks - 1) / ranks
-        return LATENCY_S.get(self.kind, 60e-6) + volume / (self.busbw_GBps * GB)
+        effective = self.busbw_GBps * GB * nbytes / (nbytes + HALF_BW_BYTES)
+        return LATENCY_S.get(self.kind, 60e-6) + volume / effective
 
 
 @dataclass(frozen=True)
@@ -74,8 +85,9 @@ class EngineShape:
 
 @dataclass(frozen=True)
 class StepCost:
-    memory_s: float
-    compute_s: float
+    gpu_s: float  # the two rooflines plus per-step overhead
+    memory_s: float  # weights + KV read time alone, for the report
+    compute_s: float  # linear + attention FLOP time alone, for the report
     tp_s: float
     moe_s: float
     pp_s: float
@@ -83,7 +95,7 @@ class StepCost:
 
     @property
     def step_s(self) -> float:
-        return max(self.memory_s, self.compute_s) + self.tp_s + self.moe_s + self.dcp_s
+        return self.gpu_s + self.tp_s + self.moe_s + self.dcp_s
 
 
 def active_params(spec: ModelSpec, params: dict[str, int]) -> float:
@@ -107,52 +119,74 @@ def step_cost(
     spec: ModelSpec, gpu: Gpu, e: EngineShape, running: float, context: float, new_tokens: float
 ) -> StepCost:
     """One pipeline stage of one DP rank: `running` sequences decoding at `context` tokens
-    of KV, plus `new_tokens` prefill tokens in the same step (chunked prefill)."""
+    of KV, plus `new_tokens` prefill tokens in the same step (chunked prefill).
+
+    Linear layers are one roofline (weights read vs GEMM FLOPs, same kernels for decode and
+    prefill tokens); attention is a second one (KV read vs attention FLOPs) that runs after
+    it, so the two add.
+    """
     tokens = running + new_tokens
     moe_group_tokens = tokens * e.dp  # DP attention ranks all feed the same experts
-    read = (
-        e.dense_bytes_per_gpu
-        + e.expert_bytes_per_gpu * experts_touched(spec, moe_group_tokens)
-        + running * context * e.kv_bytes_per_token / e.dcp
-    )
-    if e.ep:
-        imbalance = EP_IMBALANCE
-    else:
-        width = spec.moe_intermediate_size / (e.tp * e.dp) if spec.num_experts else 1e9
-        imbalance = max(1.0, (NARROW_EXPERT_WIDTH / width) ** 0.25)
-    memory_s = (
-        read
-        / (gpu.hbm_tb_s * 1e12 * HBM_EFFICIENCY)
-        * (1 + (imbalance - 1) * e.expert_bytes_per_gpu / max(read, 1))
-    )
+    hbm = gpu.hbm_tb_s * 1e12 * HBM_EFFICIENCY
     peak = (
         gpu.fp8_dense_tflops * FP8_EFFICIENCY
         if e.fp8_compute and gpu.fp8
         else gpu.bf16_dense_tflops * BF16_EFFICIENCY
     ) * 1e12
+    if e.ep:
+        imbalance = EP_IMBALANCE
+    else:
+        width = spec.moe_intermediate_size / (e.tp * e.dp) if spec.num_experts else 1e9
+        imbalance = max(1.0, (NARROW_EXPERT_WIDTH / width) ** 0.25)
+    expert_read = e.expert_bytes_per_gpu * experts_touched(spec, moe_group_tokens)
+    weights_s = (e.dense_bytes_per_gpu + expert_read * imbalance) / hbm
+    expert_share = _expert_share(spec)
+    linear_flops = 2 * e.active_params / e.pp * tokens / e.tp
+    linear_s = linear_flops * (1 - expert_share) / peak + (
+        linear_flops * expert_share * imbalance / (peak * MOE_GEMM_EFFICIENCY)
+    )
     heads = spec.num_attention_heads / e.tp
     qk = (spec.kv_lora_rank + spec.qk_rope_head_dim) if spec.is_mla else spec.head_dim
-    attention_flops = 4 * running * context * heads * qk * e.layers_per_stage / e.dcp
-    linear_flops = 2 * e.active_params / e.pp * tokens / e.tp
-    compute_s = (linear_flops + attention_flops) / peak
+    kv_s = running * context * e.kv_bytes_per_token / e.dcp / hbm
+    attention_flops = (
+        4
+        * heads
+        * qk
+        * e.layers_per_stage
+        * (running * context / e.dcp + new_tokens * (context / 2))
+    )
+    attention_s = attention_flops / peak
     overhead = STEP_OVERHEAD_S / e.pp + LAYER_OVERHEAD_S * e.layers_per_stage
     hidden_bytes = tokens * spec.hidden_size * 2
     tp_s = 2 * e.layers_per_stage * e.tp_link.collective_s(hidden_bytes, e.tp)
     moe_s = 0.0
     moe_ranks = e.tp * e.dp
     if e.moe_layers_per_stage and moe_ranks > 1 and (e.ep or e.dp > 1):
-        routed = hidden_bytes * (spec.experts_per_token if e.ep else e.dp)
+        # vLLM's default all2all (allgather_reducescatter) gathers every DP rank's tokens
+        # to every expert rank and reduce-scatters the outputs back.
+        gathered = hidden_bytes * e.dp / e.tp
         moe_s = (
-            2
-            * e.moe_layers_per_stage
-            * e.moe_link.collective_s(routed / e.tp, moe_ranks, factor=1.0)
+            2 * e.moe_layers_per_stage * e.moe_link.collective_s(gathered, moe_ranks, factor=1.0)
         )
     dcp_s = 0.0
     if e.dcp > 1:
         partial = running * heads * (qk + 1) * 4
         dcp_s = 3 * e.layers_per_stage * e.tp_link.collective_s(partial, e.dcp, factor=1.0)
     pp_s = e.pp_link.collective_s(hidden_bytes, 2, factor=2.0) if e.pp > 1 else 0.0
-    return StepCost(memory_s + overhead, compute_s + overhead, tp_s, moe_s, pp_s, dcp_s)
+    gpu_s = max(weights_s, linear_s) + max(kv_s, attention_s) + overhead
+    return StepCost(gpu_s, weights_s + kv_s, linear_s + attention_s, tp_s, moe_s, pp_s, dcp_s)
+
+
+def _expert_share(spec: ModelSpec) -> float:
+    """Fraction of a token's linear FLOPs spent in routed experts."""
+    if not spec.num_experts:
+        return 0.0
+    per_expert = 3 * spec.hidden_size * spec.moe_intermediate_size
+    routed = per_expert * spec.experts_per_token * len(spec.moe_layers)
+    dense = 12 * spec.hidden_size * spec.hidden_size * spec.num_layers  # attention-ish
+    shared = 3 * spec.hidden_size * spec.shared_expert_intermediate_size * len(spec.moe_layers)
+    mlp = 3 * spec.hidden_size * spec.intermediate_size * (spec.num_layers - len(spec.moe_layers))
+    return routed / (routed + dense + shared + mlp)
 
 
 @dataclass(frozen=True)

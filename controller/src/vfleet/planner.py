@@ -128,8 +128,13 @@ def _links(cluster: ClusterSpec, c: Candidate) -> tuple[perf.Link, perf.Link, pe
     intra = perf.Link(intra_kind, cluster.intra_node.busbw_GBps)
     fabric = cluster.inter_node.fabric
     inter = perf.Link(fabric if fabric != "nvlink" else "nvlink", cluster.inter_node.busbw_GBps)
+    # The measured inter-node busbw is an all-reduce over every rail of a node; an
+    # all-to-all gives each GPU only its own share of the rails.
+    per_gpu = perf.Link(inter.kind, inter.busbw_GBps / max(per_node, 1))
+    if fabric == "nvlink":
+        per_gpu = inter
     tp_link = intra if c.tp <= per_node else inter
-    moe_link = intra if c.tp * c.dp <= per_node else inter
+    moe_link = intra if c.tp * c.dp <= per_node else per_gpu
     pp_link = intra if c.gpus <= per_node else inter
     return tp_link, moe_link, pp_link
 
@@ -177,9 +182,26 @@ def reject_reason(
         return f"DCP needs vLLM 0.10.2 or later (target {traits.label})"
     if c.dp > 1 and traits.version < (0, 9, 0) and c.gpus > per_node:
         return "multi-node data parallel needs vLLM 0.9 or later"
+    block = _fp8_block(spec)
+    if block and spec.num_experts and not c.ep:
+        width = spec.moe_intermediate_size / (c.tp * c.dp)
+        if width % block:
+            return (
+                f"FP8 block-quantized experts ({spec.moe_intermediate_size} wide) split "
+                f"{c.tp * c.dp} ways leave {width:g} columns, not whole {block}-wide "
+                "blocks: use EP"
+            )
+    if block and spec.intermediate_size % block == 0 and (spec.intermediate_size / c.tp) % block:
+        return f"FP8 blocks of {block} do not split {spec.intermediate_size} columns {c.tp} ways"
     if spec.is_dsv4 and spec.hidden_size >= 7168 and c.tp >= 16:
         return "DeepSeek-V4-Pro FP8 blocks do not split 16 ways (vLLM issue 40955)"
     return ""
+
+
+def _fp8_block(spec: ModelSpec) -> int:
+    """The FP8 block width of a block-quantized checkpoint (0 when not block-quantized)."""
+    size = spec.quantization.get("weight_block_size") if spec.quantization else None
+    return int(size[-1]) if isinstance(size, list) and size else 0
 
 
 def _engine_shape(
