@@ -62,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--gpu-memory-utilization", type=float)
     plan.add_argument("--kv-cache-dtype", help="override the planner's choice (auto|fp8)")
+    plan.add_argument("--layout", help="evaluate only this layout, e.g. 'TP8 PP2 EP'")
     plan.add_argument(
         "--allow-partial-facts",
         action="store_true",
@@ -69,6 +70,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--out", type=Path, help="also write the plan JSON here")
     plan.add_argument("--json", action="store_true", help="print one JSON object")
+    rend = sub.add_parser("render", help="write per-host launch scripts and systemd units")
+    rend.add_argument("--plan", required=True, type=Path, help="plan JSON from vfleet plan")
+    source = rend.add_mutually_exclusive_group(required=True)
+    source.add_argument("--facts", type=Path, help="probe facts directory")
+    source.add_argument("--cluster", type=Path, help="cluster spec YAML")
+    rend.add_argument("--out", required=True, type=Path, help="e.g. artifacts/<env>/launch")
+    rend.add_argument("--model-path", help="model folder on the hosts "
+                      "(default /srv/models/<name>)")
+    rend.add_argument("--served-model-name", help="API model name (default: the model id)")
+    rend.add_argument("--vllm-bin", default="/opt/vfleet/vllm/bin/vllm")
+    rend.add_argument("--port", type=int, default=8000, help="first API port on each host")
+    rend.add_argument("--backend", choices=("auto", "mp", "ray"), default="auto",
+                      help="multi-node TP/PP backend (auto: mp from vLLM 0.11.1, else ray)")
+    rend.add_argument("--api-key-file", help="file on the hosts holding the API key")
+    rend.add_argument("--install-dir", default="/etc/vfleet", help="where units expect files")
+    rend.add_argument("--extra-arg", action="append", default=[],
+                      help="extra vllm serve argument (repeat)")
+    rend.add_argument("--env", action="append", default=[], help="extra KEY=VALUE (repeat)")
+    rend.add_argument("--allow-partial-facts", action="store_true")
     sub.add_parser("models", help="list the bundled model catalog")
     sub.add_parser("gpus", help="list the GPU catalog")
     return parser
@@ -192,7 +212,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from vfleet import plan_output
     from vfleet.catalog import load_model
     from vfleet.cluster import load_cluster
-    from vfleet.planner import PlanInputs, plan
+    from vfleet.planner import PlanInputs, parse_layout, plan
     from vfleet.versions import traits
     from vfleet.workload import load_workload
 
@@ -206,9 +226,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         gpu_memory_utilization=args.gpu_memory_utilization,
         kv_cache_dtype=args.kv_cache_dtype,
     )
-    ranked = plan(inputs)
+    ranked = plan(inputs, parse_layout(args.layout) if args.layout else None)
     doc = plan_output.plan_document(
-        cluster, inputs.workload, ranked, inputs.spec.name, version.label
+        cluster, inputs.workload, ranked, inputs.spec.name, version.label, inputs.spec.model_type
     )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -218,6 +238,78 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         print(plan_output.table(cluster, inputs.workload, ranked, inputs.spec.name))
     return 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from vfleet.cluster import load_cluster
+    from vfleet.flags import flag_set
+    from vfleet.render import RenderOptions, render, render_files
+
+    try:
+        plan = json.loads(args.plan.read_text())
+    except FileNotFoundError:
+        raise UserError(f"no plan at {args.plan}: run `vfleet plan --out FILE` first") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{args.plan} is not JSON ({exc.msg} at line {exc.lineno})") from None
+    _check_plan_shape(plan, args.plan)
+    cluster = load_cluster(args.facts or args.cluster, allow_partial=args.allow_partial_facts)
+    flags = flag_set(plan["vllm_version"], cluster.vllm_flags if args.facts else ())
+    env_pairs = []
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--env {item!r}: write it as KEY=VALUE")
+        env_pairs.append((key, value))
+    name = plan["model"].rstrip("/").split("/")[-1]
+    opts = RenderOptions(
+        model_path=args.model_path or f"/srv/models/{name}",
+        served_model_name=args.served_model_name or plan["model"], vllm_bin=args.vllm_bin,
+        ray_bin=str(Path(args.vllm_bin).with_name("ray")), port=args.port,
+        backend=args.backend, api_key_file=args.api_key_file, install_dir=args.install_dir,
+        extra_args=tuple(args.extra_arg), extra_env=tuple(env_pairs), plan_name=args.plan.name)
+    rendered = render(plan, cluster, opts, flags)
+    files = render_files(rendered, opts, flags, plan)
+    for rel, content in files.items():
+        target = args.out / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+        if rel.endswith(".sh"):
+            target.chmod(0o755)
+    modes = sorted(set(rendered.mode_by_replica.values()))
+    print(f"rendered {len(rendered.endpoints)} engine(s) on {len(rendered.hosts)} host(s) "
+          f"({', '.join(modes)}) for vLLM {plan['vllm_version']} (flag set {flags.summary})")
+    for ep in rendered.endpoints:
+        print(f"  {ep['engine']}: {ep['url']}  ({ep['mode']}, hosts {', '.join(ep['hosts'])})")
+    print(f"files under {args.out}")
+    return 0
+
+
+PLAN_KEYS = ("model", "vllm_version", "tensor_parallel_size", "pipeline_parallel_size",
+             "data_parallel_size", "max_model_len", "gpu_memory_utilization", "max_num_seqs",
+             "max_num_batched_tokens", "kv_cache_dtype", "hosts")
+
+
+def _check_plan_shape(plan: object, path: Path) -> None:
+    if not isinstance(plan, dict):
+        raise UserError(f"{path} is not a vfleet plan (a JSON object): run `vfleet plan --out`")
+    missing = [k for k in PLAN_KEYS if k not in plan]
+    if missing:
+        raise UserError(f"plan {path} lacks {', '.join(missing)}: re-run `vfleet plan --out`")
+    for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+                "max_model_len", "max_num_seqs", "max_num_batched_tokens"):
+        if not isinstance(plan[key], int) or plan[key] < 1:
+            raise UserError(f"plan {path}: {key} must be a positive integer, got {plan[key]!r}")
+    if not isinstance(plan["hosts"], list) or not plan["hosts"]:
+        raise UserError(f"plan {path}: hosts is empty: re-run `vfleet plan --out`")
+    gpm = plan["gpu_memory_utilization"]
+    if not isinstance(gpm, int | float) or not 0 < gpm <= 1:
+        raise UserError(f"plan {path}: gpu_memory_utilization must be in (0, 1], got {gpm!r}")
+    ranks = sum(len(r) for h in plan["hosts"] for r in h.get("engines", {}).values())
+    per_engine = (plan["tensor_parallel_size"] * plan["pipeline_parallel_size"]
+                  * plan["data_parallel_size"])
+    if ranks % per_engine:
+        raise UserError(f"plan {path}: {ranks} ranks do not split into engines of "
+                        f"{per_engine} GPUs (TP x PP x DP): re-run `vfleet plan --out`")
 
 
 def cmd_models(_args: argparse.Namespace) -> int:
@@ -237,7 +329,8 @@ def cmd_gpus(_args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"budget": cmd_budget, "plan": cmd_plan, "models": cmd_models, "gpus": cmd_gpus}
+COMMANDS = {"budget": cmd_budget, "plan": cmd_plan, "render": cmd_render,
+            "models": cmd_models, "gpus": cmd_gpus}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -25,6 +25,12 @@ class FlagSet:
     source: str
     flags: frozenset[str]  # every option string, aliases included
 
+    @property
+    def summary(self) -> str:
+        if self.source.startswith("probed"):
+            return f"probed on the host (vLLM {self.version})"
+        return f"recorded from vLLM {self.version}'s own --help"
+
     def has(self, flag: str) -> bool:
         return flag in self.flags or flag.replace("_", "-") in self.flags
 

@@ -100,12 +100,18 @@ def hosts(cluster: ClusterSpec, ev: Evaluated) -> list[dict[str, Any]]:
 
 
 def plan_document(
-    cluster: ClusterSpec, workload: Workload, ranked: list[Evaluated], model: str, vllm_version: str
+    cluster: ClusterSpec,
+    workload: Workload,
+    ranked: list[Evaluated],
+    model: str,
+    vllm_version: str,
+    model_type: str = "",
 ) -> dict[str, Any]:
     winner = ranked[0]
     feasible = [e for e in ranked if not e.rejected]
     doc = {
         "model": model,
+        "model_type": model_type,
         "gpu": cluster.gpu.name,
         "nodes": len(cluster.nodes),
         "gpus_per_node": cluster.gpus_per_node,

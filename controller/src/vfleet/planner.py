@@ -377,11 +377,35 @@ def kv_cache_dtype(spec: ModelSpec, cluster: ClusterSpec) -> str:
     return "auto"
 
 
-def plan(inputs: PlanInputs) -> list[Evaluated]:
-    """All candidates, best first (rejected ones last, each with its reason)."""
+def parse_layout(text: str) -> Candidate:
+    """'TP8 PP2 EP' or 'tp1,dp16,ep' -> Candidate (for `vfleet plan --layout`)."""
+    sizes = {"TP": 1, "PP": 1, "DP": 1, "DCP": 1}
+    ep = False
+    for part in text.replace(",", " ").upper().split():
+        if part == "EP":
+            ep = True
+            continue
+        prefix = next((p for p in ("DCP", "TP", "PP", "DP") if part.startswith(p)), None)
+        if prefix is None or not part[len(prefix):].isdigit() or int(part[len(prefix):]) < 1:
+            raise UserError(f"--layout {text!r}: write it like 'TP8 PP2' or 'TP1 DP8 EP'")
+        sizes[prefix] = int(part[len(prefix):])
+    return Candidate(sizes["TP"], sizes["PP"], sizes["DP"], ep, sizes["DCP"])
+
+
+def plan(inputs: PlanInputs, only: Candidate | None = None) -> list[Evaluated]:
+    """All candidates, best first (rejected ones last, each with its reason). With `only`,
+    just that layout, refused with its reason if a rule or the memory forbids it."""
     util = inputs.gpu_memory_utilization or gpu_memory_utilization(inputs.cluster, inputs.traits)
     kv = inputs.kv_cache_dtype or kv_cache_dtype(inputs.spec, inputs.cluster)
     inputs = replace(inputs, gpu_memory_utilization=util, kv_cache_dtype=kv)
+    if only is not None:
+        if only.gpus > inputs.cluster.total_gpus:
+            raise UserError(f"layout {only.label} needs {only.gpus} GPUs; the cluster has "
+                            f"{inputs.cluster.total_gpus}")
+        forced = evaluate(inputs, only)
+        if forced.rejected:
+            raise UserError(f"layout {only.label} is refused: {forced.rejected}")
+        return [forced]
     evaluated = [evaluate(inputs, c) for c in candidates(inputs.spec, inputs.cluster)]
     feasible = rank([e for e in evaluated if not e.rejected])
     rejected = [e for e in evaluated if e.rejected]
