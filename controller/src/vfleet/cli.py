@@ -76,19 +76,49 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--facts", type=Path, help="probe facts directory")
     source.add_argument("--cluster", type=Path, help="cluster spec YAML")
     rend.add_argument("--out", required=True, type=Path, help="e.g. artifacts/<env>/launch")
-    rend.add_argument("--model-path", help="model folder on the hosts "
-                      "(default /srv/models/<name>)")
+    rend.add_argument("--model-path", help="model folder on the hosts (default /srv/models/<name>)")
     rend.add_argument("--served-model-name", help="API model name (default: the model id)")
     rend.add_argument("--vllm-bin", default="/opt/vfleet/vllm/bin/vllm")
     rend.add_argument("--port", type=int, default=8000, help="first API port on each host")
-    rend.add_argument("--backend", choices=("auto", "mp", "ray"), default="auto",
-                      help="multi-node TP/PP backend (auto: mp from vLLM 0.11.1, else ray)")
+    rend.add_argument(
+        "--backend",
+        choices=("auto", "mp", "ray"),
+        default="auto",
+        help="multi-node TP/PP backend (auto: mp from vLLM 0.11.1, else ray)",
+    )
     rend.add_argument("--api-key-file", help="file on the hosts holding the API key")
     rend.add_argument("--install-dir", default="/etc/vfleet", help="where units expect files")
-    rend.add_argument("--extra-arg", action="append", default=[],
-                      help="extra vllm serve argument (repeat)")
+    rend.add_argument(
+        "--extra-arg", action="append", default=[], help="extra vllm serve argument (repeat)"
+    )
     rend.add_argument("--env", action="append", default=[], help="extra KEY=VALUE (repeat)")
     rend.add_argument("--allow-partial-facts", action="store_true")
+    doc = sub.add_parser("doctor", help="diagnose overload, tail latency, OOM and preemption")
+    doc.add_argument(
+        "--endpoint",
+        action="append",
+        default=[],
+        help="vLLM API base URL, e.g. http://10.0.0.11:8000 (repeat)",
+    )
+    doc.add_argument(
+        "--log", action="append", default=[], type=Path, help="a vLLM service log to read (repeat)"
+    )
+    doc.add_argument(
+        "--journal",
+        action="append",
+        default=[],
+        help="a local systemd unit whose journal to read (repeat)",
+    )
+    doc.add_argument("--plan", type=Path, help="the deployed plan JSON")
+    doc.add_argument("--max-num-seqs", type=int, help="the engine's max-num-seqs, if known")
+    doc.add_argument(
+        "--watch",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="sample over this many seconds and report rates",
+    )
+    doc.add_argument("--json", action="store_true")
     sub.add_parser("models", help="list the bundled model catalog")
     sub.add_parser("gpus", help="list the GPU catalog")
     return parser
@@ -263,10 +293,17 @@ def cmd_render(args: argparse.Namespace) -> int:
     name = plan["model"].rstrip("/").split("/")[-1]
     opts = RenderOptions(
         model_path=args.model_path or f"/srv/models/{name}",
-        served_model_name=args.served_model_name or plan["model"], vllm_bin=args.vllm_bin,
-        ray_bin=str(Path(args.vllm_bin).with_name("ray")), port=args.port,
-        backend=args.backend, api_key_file=args.api_key_file, install_dir=args.install_dir,
-        extra_args=tuple(args.extra_arg), extra_env=tuple(env_pairs), plan_name=args.plan.name)
+        served_model_name=args.served_model_name or plan["model"],
+        vllm_bin=args.vllm_bin,
+        ray_bin=str(Path(args.vllm_bin).with_name("ray")),
+        port=args.port,
+        backend=args.backend,
+        api_key_file=args.api_key_file,
+        install_dir=args.install_dir,
+        extra_args=tuple(args.extra_arg),
+        extra_env=tuple(env_pairs),
+        plan_name=args.plan.name,
+    )
     rendered = render(plan, cluster, opts, flags)
     files = render_files(rendered, opts, flags, plan)
     for rel, content in files.items():
@@ -276,17 +313,29 @@ def cmd_render(args: argparse.Namespace) -> int:
         if rel.endswith(".sh"):
             target.chmod(0o755)
     modes = sorted(set(rendered.mode_by_replica.values()))
-    print(f"rendered {len(rendered.endpoints)} engine(s) on {len(rendered.hosts)} host(s) "
-          f"({', '.join(modes)}) for vLLM {plan['vllm_version']} (flag set {flags.summary})")
+    print(
+        f"rendered {len(rendered.endpoints)} engine(s) on {len(rendered.hosts)} host(s) "
+        f"({', '.join(modes)}) for vLLM {plan['vllm_version']} (flag set {flags.summary})"
+    )
     for ep in rendered.endpoints:
         print(f"  {ep['engine']}: {ep['url']}  ({ep['mode']}, hosts {', '.join(ep['hosts'])})")
     print(f"files under {args.out}")
     return 0
 
 
-PLAN_KEYS = ("model", "vllm_version", "tensor_parallel_size", "pipeline_parallel_size",
-             "data_parallel_size", "max_model_len", "gpu_memory_utilization", "max_num_seqs",
-             "max_num_batched_tokens", "kv_cache_dtype", "hosts")
+PLAN_KEYS = (
+    "model",
+    "vllm_version",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "kv_cache_dtype",
+    "hosts",
+)
 
 
 def _check_plan_shape(plan: object, path: Path) -> None:
@@ -295,8 +344,14 @@ def _check_plan_shape(plan: object, path: Path) -> None:
     missing = [k for k in PLAN_KEYS if k not in plan]
     if missing:
         raise UserError(f"plan {path} lacks {', '.join(missing)}: re-run `vfleet plan --out`")
-    for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
-                "max_model_len", "max_num_seqs", "max_num_batched_tokens"):
+    for key in (
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "data_parallel_size",
+        "max_model_len",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+    ):
         if not isinstance(plan[key], int) or plan[key] < 1:
             raise UserError(f"plan {path}: {key} must be a positive integer, got {plan[key]!r}")
     if not isinstance(plan["hosts"], list) or not plan["hosts"]:
@@ -305,11 +360,102 @@ def _check_plan_shape(plan: object, path: Path) -> None:
     if not isinstance(gpm, int | float) or not 0 < gpm <= 1:
         raise UserError(f"plan {path}: gpu_memory_utilization must be in (0, 1], got {gpm!r}")
     ranks = sum(len(r) for h in plan["hosts"] for r in h.get("engines", {}).values())
-    per_engine = (plan["tensor_parallel_size"] * plan["pipeline_parallel_size"]
-                  * plan["data_parallel_size"])
+    per_engine = (
+        plan["tensor_parallel_size"] * plan["pipeline_parallel_size"] * plan["data_parallel_size"]
+    )
     if ranks % per_engine:
-        raise UserError(f"plan {path}: {ranks} ranks do not split into engines of "
-                        f"{per_engine} GPUs (TP x PP x DP): re-run `vfleet plan --out`")
+        raise UserError(
+            f"plan {path}: {ranks} ranks do not split into engines of "
+            f"{per_engine} GPUs (TP x PP x DP): re-run `vfleet plan --out`"
+        )
+
+
+def _fetch_metrics(endpoint: str) -> str:
+    import urllib.error
+    import urllib.request
+
+    url = endpoint.rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise UserError(f"--endpoint {endpoint!r} is not a URL: write it like http://HOST:8000")
+    try:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as reply:
+            text = reply.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        raise UserError(
+            f"{url}/metrics answered HTTP {exc.code}: is this a vLLM API "
+            "server? point --endpoint at its base URL"
+        ) from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise UserError(
+            f"cannot reach {url}/metrics ({reason}): check the address, the port "
+            "and that the vLLM service is running"
+        ) from None
+    if not text.strip():
+        raise UserError(
+            f"{url}/metrics is empty: the server is not exporting metrics yet; "
+            "retry once it has started"
+        )
+    return text
+
+
+def _read_logs(args: argparse.Namespace) -> str:
+    import subprocess
+
+    parts = []
+    for path in args.log:
+        try:
+            parts.append(path.read_text(errors="replace"))
+        except OSError as exc:
+            raise UserError(f"cannot read log {path}: {exc.strerror}") from None
+    for unit in args.journal:
+        out = subprocess.run(
+            ["journalctl", "-u", unit, "--no-pager", "-o", "cat", "-n", "20000"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if out.returncode != 0:
+            raise UserError(f"journalctl -u {unit} failed: {out.stderr.strip()[:200]}")
+        parts.append(out.stdout)
+    return "\n".join(parts)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    import time
+
+    from vfleet import doctor, metrics
+
+    if not args.endpoint and not args.log and not args.journal:
+        raise UserError("give at least one --endpoint (or --log/--journal) to diagnose")
+    log = _read_logs(args)
+    cfg = doctor.config_from_log(log)
+    if args.plan:
+        try:
+            cfg = doctor.merge(cfg, doctor.config_from_plan(json.loads(args.plan.read_text())))
+        except (OSError, json.JSONDecodeError):
+            raise UserError(
+                f"cannot read plan {args.plan}: pass the JSON from `vfleet plan --out`"
+            ) from None
+    if args.max_num_seqs:
+        cfg.max_num_seqs, cfg.source = args.max_num_seqs, "--max-num-seqs"
+    obs = None
+    if args.endpoint:
+        samples = [(time.monotonic(), metrics.parse([_fetch_metrics(e) for e in args.endpoint]))]
+        if args.watch > 0:
+            step = max(0.5, args.watch / 10)
+            deadline = samples[0][0] + args.watch
+            while time.monotonic() < deadline:
+                time.sleep(min(step, max(0.0, deadline - time.monotonic())))
+                texts = [_fetch_metrics(e) for e in args.endpoint]
+                samples.append((time.monotonic(), metrics.parse(texts)))
+        obs = doctor.observe(samples)
+    found = doctor.log_diagnoses(log, cfg) + (doctor.metric_diagnoses(obs, cfg) if obs else [])
+    if args.json:
+        print(json.dumps(doctor.report_json(obs, cfg, found), indent=2))
+    else:
+        print(doctor.report_text(obs, cfg, found, args.endpoint))
+    return 0
 
 
 def cmd_models(_args: argparse.Namespace) -> int:
@@ -329,8 +475,14 @@ def cmd_gpus(_args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"budget": cmd_budget, "plan": cmd_plan, "render": cmd_render,
-            "models": cmd_models, "gpus": cmd_gpus}
+COMMANDS = {
+    "budget": cmd_budget,
+    "plan": cmd_plan,
+    "render": cmd_render,
+    "doctor": cmd_doctor,
+    "models": cmd_models,
+    "gpus": cmd_gpus,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

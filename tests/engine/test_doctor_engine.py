@@ -1,0 +1,180 @@
+"""`vfleet doctor` against a real vLLM CPU engine driven into each condition on purpose:
+queueing (max-num-seqs 1), KV pressure (a pinned KV of 16 blocks), prefill interference
+(long prompts with chunked prefill off), and under-use (an idle server)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from harness import VllmServer
+
+pytestmark = pytest.mark.engine
+
+REPO = Path(__file__).resolve().parents[2]
+VFLEET = REPO / ".venv" / "bin" / "vfleet"
+
+
+def _complete(base: str, prompt_ids: list[int], max_tokens: int, timeout: float = 180) -> None:
+    body = json.dumps(
+        {
+            "model": "tiny",
+            "prompt": prompt_ids,
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+            "temperature": 0,
+        }
+    ).encode()
+    req = urllib.request.Request(
+        f"{base}/v1/completions", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as reply:
+        reply.read()
+
+
+def _load(
+    base: str, jobs: list[tuple[list[int], int]], stagger_s: float = 0.0
+) -> list[threading.Thread]:
+    threads = []
+    for prompt, tokens in jobs:
+        t = threading.Thread(target=_complete, args=(base, prompt, tokens), daemon=True)
+        t.start()
+        threads.append(t)
+        if stagger_s:
+            time.sleep(stagger_s)
+    return threads
+
+
+def _doctor(server: VllmServer, *extra: str) -> dict:
+    out = subprocess.run(
+        [
+            str(VFLEET),
+            "doctor",
+            "--endpoint",
+            server.base_url,
+            "--log",
+            str(server.log_path),
+            "--json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def _ids(report: dict) -> list[str]:
+    return [d["id"] for d in report["diagnoses"]]
+
+
+def test_queueing_then_under_use(vllm_venv, tiny_models, tmp_path):
+    with VllmServer(
+        tiny_models / "tiny-llama",
+        venv=vllm_venv,
+        kv_cache_memory_bytes=64 << 20,
+        max_num_seqs=1,
+        run_dir=tmp_path / "q",
+    ) as server:
+        threads = _load(server.base_url, [([7] * 32, 470)] * 12)  # ~10 s of work at one seq
+        time.sleep(1.0)
+        report = _doctor(server, "--watch", "2")
+        assert "queueing" in _ids(report), report
+        queueing = next(d for d in report["diagnoses"] if d["id"] == "queueing")
+        assert "max-num-seqs" in queueing["first_knob"]
+        assert report["config"]["max_num_seqs"] == 1  # read from the start-up log
+        for t in threads:
+            t.join(timeout=180)
+        idle = _doctor(server, "--max-num-seqs", "16")
+        assert _ids(idle) == ["under_use"], idle
+
+
+def test_kv_pressure_preempts_and_names_the_cap(vllm_venv, tiny_models, tmp_path):
+    # 16 blocks of 128 tokens: 2,048 tokens for 12 sequences of ~330 tokens each.
+    with VllmServer(
+        tiny_models / "tiny-llama",
+        venv=vllm_venv,
+        kv_cache_memory_bytes=16 * 128 * 512,
+        max_num_seqs=12,
+        run_dir=tmp_path / "kv",
+    ) as server:
+        threads = _load(server.base_url, [([9] * 64, 260)] * 12)
+        for t in threads:
+            t.join(timeout=300)
+        report = _doctor(server, "--max-num-seqs", "12")
+        assert "kv_pressure" in _ids(report), report
+        obs = report["observation"]
+        assert obs["preemptions"] > 0 and obs["num_gpu_blocks"] == 16
+        knob = next(d for d in report["diagnoses"] if d["id"] == "kv_pressure")["first_knob"]
+        assert f"to {report['kv_cap']}" in knob and report["kv_cap"] < 12
+
+
+def test_long_prompts_without_chunked_prefill_stall_decoding(vllm_venv, tiny_models, tmp_path):
+    with VllmServer(
+        tiny_models / "tiny-llama",
+        venv=vllm_venv,
+        kv_cache_memory_bytes=64 << 20,
+        max_model_len=2048,  # the tiny models' context
+        max_num_seqs=8,
+        run_dir=tmp_path / "pf",
+        extra_args=["--no-enable-chunked-prefill", "--max-num-batched-tokens", "16384"],
+    ) as server:
+        decoders = _load(server.base_url, [([3] * 16, 200)] * 2)
+        time.sleep(0.3)
+        prompts = []
+        for _ in range(4):  # bursts of whole prompts land in single steps (no chunking)
+            prompts += _load(server.base_url, [([11] * 1900, 2)] * 8)
+            time.sleep(0.4)
+        for t in decoders + prompts:
+            t.join(timeout=300)
+        report = _doctor(server)
+        assert "prefill_interference" in _ids(report), json.dumps(report["observation"])
+        knob = next(d for d in report["diagnoses"] if d["id"] == "prefill_interference")[
+            "first_knob"
+        ]
+        assert "--enable-chunked-prefill" in knob
+
+
+def test_unreachable_and_non_vllm_endpoints_exit_2(tmp_path):
+    import http.server
+    import socketserver
+
+    out = subprocess.run(
+        [str(VFLEET), "doctor", "--endpoint", "http://127.0.0.1:9"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 2 and "cannot reach" in out.stderr
+
+    class Plain(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"# HELP up\nup 1\n" if self.path == "/metrics" else b""
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    with socketserver.TCPServer(("127.0.0.1", 0), Plain) as httpd:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        port = httpd.server_address[1]
+        out = subprocess.run(
+            [str(VFLEET), "doctor", "--endpoint", f"http://127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        httpd.shutdown()
+    assert out.returncode == 2 and "no vllm: series" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
