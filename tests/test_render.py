@@ -69,31 +69,36 @@ def test_all2all_backend_is_a_flag_from_0_11_1_and_an_env_var_before(tmp_path):
 
 
 def test_probe_facts_give_the_network_environment(tmp_path):
-    facts = Path(__file__).parent / "data" / "gpu-hosts" / "h100-sxm-8gpu-nvswitch"
-    facts_dir = tmp_path / "facts"
-    facts_dir.mkdir()
-    probe = next(facts.glob("*.json"), None)
-    if probe is None:
-        pytest.skip("fixture has no facts JSON")
-    for host in ("gpu-a", "gpu-b"):
-        raw = json.loads(probe.read_text())
-        raw["host"] = host
-        (facts_dir / f"{host}.json").write_text(json.dumps(raw))
+    from test_facts import raw_probe, second_host, with_bandwidth, write_dir
+
+    first = with_bandwidth(raw_probe("h100-sxm-8gpu-nvswitch"), intra=450, inter=350)
+    second = second_host(first, "gpu-h100-b", "10.30.0.12")
+    facts = write_dir(tmp_path / "facts", first, second)
     plan = tmp_path / "plan.json"
     out = run_vfleet(
         "plan",
         "--cluster",
-        str(facts_dir),
+        str(facts),
         "--model",
         "deepseek-ai/DeepSeek-V3",
-        "--allow-partial-facts",
         "--vllm-version",
         "0.32.0",
+        "--layout",
+        "TP8 PP2 EP",
         "--out",
         str(plan),
     )
-    if out.returncode != 0:
-        pytest.skip(f"facts fixture not plannable as two hosts: {out.stderr.strip()}")
+    assert out.returncode == 0, out.stderr
+    out = run_vfleet(
+        "render", "--plan", str(plan), "--facts", str(facts), "--out", str(tmp_path / "o")
+    )
+    assert out.returncode == 0, out.stderr
+    envs = {p.parent.parent.name: p.read_text() for p in (tmp_path / "o").rglob("vllm.env")}
+    assert len(envs) == 2
+    for host, env in envs.items():
+        assert "NCCL_IB_HCA=" in env and "NCCL_SOCKET_IFNAME=" in env
+        assert "GLOO_SOCKET_IFNAME=" in env and "VLLM_HOST_IP=" in env, host
+    assert "VLLM_HOST_IP=10.30.0.12" in envs["gpu-h100-b"]
 
 
 def test_dcp_before_0_10_2_is_refused(tmp_path):
