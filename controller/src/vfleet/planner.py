@@ -386,9 +386,9 @@ def parse_layout(text: str) -> Candidate:
             ep = True
             continue
         prefix = next((p for p in ("DCP", "TP", "PP", "DP") if part.startswith(p)), None)
-        if prefix is None or not part[len(prefix):].isdigit() or int(part[len(prefix):]) < 1:
+        if prefix is None or not part[len(prefix) :].isdigit() or int(part[len(prefix) :]) < 1:
             raise UserError(f"--layout {text!r}: write it like 'TP8 PP2' or 'TP1 DP8 EP'")
-        sizes[prefix] = int(part[len(prefix):])
+        sizes[prefix] = int(part[len(prefix) :])
     return Candidate(sizes["TP"], sizes["PP"], sizes["DP"], ep, sizes["DCP"])
 
 
@@ -400,8 +400,10 @@ def plan(inputs: PlanInputs, only: Candidate | None = None) -> list[Evaluated]:
     inputs = replace(inputs, gpu_memory_utilization=util, kv_cache_dtype=kv)
     if only is not None:
         if only.gpus > inputs.cluster.total_gpus:
-            raise UserError(f"layout {only.label} needs {only.gpus} GPUs; the cluster has "
-                            f"{inputs.cluster.total_gpus}")
+            raise UserError(
+                f"layout {only.label} needs {only.gpus} GPUs; the cluster has "
+                f"{inputs.cluster.total_gpus}"
+            )
         forced = evaluate(inputs, only)
         if forced.rejected:
             raise UserError(f"layout {only.label} is refused: {forced.rejected}")

@@ -163,8 +163,10 @@ def _network_env(node: Node, multi_node: bool, fabric: str) -> list[tuple[str, s
     if node.address:
         env.append(("VLLM_HOST_IP", node.address))
     if node.bootstrap_interface:
-        env += [("NCCL_SOCKET_IFNAME", node.bootstrap_interface),
-                ("GLOO_SOCKET_IFNAME", node.bootstrap_interface)]
+        env += [
+            ("NCCL_SOCKET_IFNAME", node.bootstrap_interface),
+            ("GLOO_SOCKET_IFNAME", node.bootstrap_interface),
+        ]
     if multi_node and node.ib_hcas and fabric in ("infiniband", "roce"):
         env.append(("NCCL_IB_HCA", ",".join(node.ib_hcas)))
         if fabric == "roce" and node.roce_gid_index is not None:
@@ -174,46 +176,65 @@ def _network_env(node: Node, multi_node: bool, fabric: str) -> list[tuple[str, s
 
 def _common_flags(f: _Flags, plan: dict[str, Any], opts: RenderOptions) -> None:
     f.add("--served-model-name", opts.served_model_name)
-    f.add("--tensor-parallel-size", plan["tensor_parallel_size"],
-          "plan: TP stays inside one NVLink domain")
-    f.add("--pipeline-parallel-size", plan["pipeline_parallel_size"],
-          "plan: PP is what crosses slow links")
+    f.add(
+        "--tensor-parallel-size",
+        plan["tensor_parallel_size"],
+        "plan: TP stays inside one NVLink domain",
+    )
+    f.add(
+        "--pipeline-parallel-size",
+        plan["pipeline_parallel_size"],
+        "plan: PP is what crosses slow links",
+    )
     f.add("--max-model-len", plan["max_model_len"], "plan: admits the workload's p99 request")
     f.add("--gpu-memory-utilization", plan["gpu_memory_utilization"], "plan")
-    f.add("--max-num-seqs", plan["max_num_seqs"],
-          "plan: KV cap at the mean context and the SLOs, written out because the "
-          "default depends on the device the config process sees")
-    f.add("--max-num-batched-tokens", plan["max_num_batched_tokens"],
-          "plan: smallest chunk that meets p99 TTFT")
+    f.add(
+        "--max-num-seqs",
+        plan["max_num_seqs"],
+        "plan: KV cap at the mean context and the SLOs, written out because the "
+        "default depends on the device the config process sees",
+    )
+    f.add(
+        "--max-num-batched-tokens",
+        plan["max_num_batched_tokens"],
+        "plan: smallest chunk that meets p99 TTFT",
+    )
     if plan.get("enable_chunked_prefill", True):
-        f.add("--enable-chunked-prefill", None, "plan: keeps inter-token tails short",
-              required=False)
+        f.add(
+            "--enable-chunked-prefill", None, "plan: keeps inter-token tails short", required=False
+        )
     f.add("--kv-cache-dtype", plan["kv_cache_dtype"], "plan")
     if plan.get("block_size"):
         f.add("--block-size", plan["block_size"], "plan: the block size the budget assumed")
     if plan.get("decode_context_parallel_size", 1) > 1:
-        f.add("--decode-context-parallel-size", plan["decode_context_parallel_size"],
-              "plan: DCP shards the KV along the token axis")
+        f.add(
+            "--decode-context-parallel-size",
+            plan["decode_context_parallel_size"],
+            "plan: DCP shards the KV along the token axis",
+        )
     if plan.get("model_type") == "deepseek_v4":
         f.add("--trust-remote-code", None, "DeepSeek V4 ships its own code")
 
 
-def _engine_env(node: Node, multi: bool, cluster: ClusterSpec, gpus: list[int],
-                opts: RenderOptions) -> list[tuple[str, str]]:
+def _engine_env(
+    node: Node, multi: bool, cluster: ClusterSpec, gpus: list[int], opts: RenderOptions
+) -> list[tuple[str, str]]:
     env = [("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in sorted(gpus)))]
     env += _network_env(node, multi, cluster.inter_node.fabric)
     env += [("HF_HUB_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1")]
     return env + list(opts.extra_env)
 
 
-def render(plan: dict[str, Any], cluster: ClusterSpec, opts: RenderOptions,
-           flags: FlagSet) -> Rendered:
+def render(
+    plan: dict[str, Any], cluster: ClusterSpec, opts: RenderOptions, flags: FlagSet
+) -> Rendered:
     check_plan_matches_cluster(plan, cluster)
     version = plan.get("vllm_version") or flags.version
     v = parse_version(version)
     nodes = {n.name: n for n in cluster.nodes}
     hosts: dict[str, HostRender] = {
-        h["host"]: HostRender(h["host"], nodes[h["host"]].address, []) for h in plan["hosts"]}
+        h["host"]: HostRender(h["host"], nodes[h["host"]].address, []) for h in plan["hosts"]
+    }
     next_port: dict[str, int] = {name: opts.port for name in hosts}
     endpoints: list[dict[str, Any]] = []
     modes: dict[str, str] = {}
@@ -250,8 +271,13 @@ def render(plan: dict[str, Any], cluster: ClusterSpec, opts: RenderOptions,
             node = nodes[host_name]
             role = "single" if not multi else ("head" if index == 0 else "follower")
             f = _Flags(flags, version)
-            engine = EngineOnHost(id=f"engine-{replica}", replica=replica, role=role, mode=mode,
-                                  extra_args=opts.extra_args)
+            engine = EngineOnHost(
+                id=f"engine-{replica}",
+                replica=replica,
+                role=role,
+                mode=mode,
+                extra_args=opts.extra_args,
+            )
             if mode == "ray":
                 engine.role = "ray-head" if index == 0 else "ray-worker"
                 engine.runs_vllm = index == 0
@@ -261,24 +287,33 @@ def render(plan: dict[str, Any], cluster: ClusterSpec, opts: RenderOptions,
                 _common_flags(f, plan, opts)
                 headless = role == "follower"
                 if not headless:
-                    f.add("--host", node.address or "127.0.0.1",
-                          "bind the API to the cluster's private address")
+                    f.add(
+                        "--host",
+                        node.address or "127.0.0.1",
+                        "bind the API to the cluster's private address",
+                    )
                     f.add("--port", port)
                     engine.port = port
                 if mode == "mp":
                     f.add("--nnodes", len(placement), "engine spans hosts (mp backend)")
                     f.add("--node-rank", index)
                     f.add("--master-addr", head.address)
-                    f.add("--master-port", opts.master_port,
-                          "torch.distributed bootstrap on the private network")
+                    f.add(
+                        "--master-port",
+                        opts.master_port,
+                        "torch.distributed bootstrap on the private network",
+                    )
                 if mode == "dp":
                     local = len({r["dp_rank"] for r in ranks})
                     f.add("--data-parallel-size", dp, "plan: attention data parallel")
                     f.add("--data-parallel-size-local", local)
                     f.add("--data-parallel-start-rank", dp_start)
                     f.add("--data-parallel-address", head.address)
-                    f.add("--data-parallel-rpc-port", opts.dp_rpc_port,
-                          "DP coordination on the private network")
+                    f.add(
+                        "--data-parallel-rpc-port",
+                        opts.dp_rpc_port,
+                        "DP coordination on the private network",
+                    )
                     dp_start += local
                 elif dp > 1:
                     f.add("--data-parallel-size", dp, "plan: attention data parallel")
@@ -295,49 +330,80 @@ def render(plan: dict[str, Any], cluster: ClusterSpec, opts: RenderOptions,
                     f.add("--distributed-executor-backend", "ray", "engine spans a Ray cluster")
             engine.flags = f.out
             hosts[host_name].engines.append(engine)
-        endpoints.append({
-            "engine": f"engine-{replica}", "mode": mode, "host": head_name,
-            "address": head.address, "port": port,
-            "url": f"http://{head.address or '127.0.0.1'}:{port}/v1",
-            "health": f"http://{head.address or '127.0.0.1'}:{port}/health",
-            "model": opts.served_model_name, "hosts": [h for h, _ in placement]})
+        endpoints.append(
+            {
+                "engine": f"engine-{replica}",
+                "mode": mode,
+                "host": head_name,
+                "address": head.address,
+                "port": port,
+                "url": f"http://{head.address or '127.0.0.1'}:{port}/v1",
+                "health": f"http://{head.address or '127.0.0.1'}:{port}/health",
+                "model": opts.served_model_name,
+                "hosts": [h for h, _ in placement],
+            }
+        )
     return Rendered(list(hosts.values()), endpoints, modes)
 
 
-def render_files(rendered: Rendered, opts: RenderOptions, flags: FlagSet,
-                 plan: dict[str, Any]) -> dict[str, str]:
+def render_files(
+    rendered: Rendered, opts: RenderOptions, flags: FlagSet, plan: dict[str, Any]
+) -> dict[str, str]:
     """Relative path -> file content for everything `vfleet render` writes."""
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
-    env = Environment(loader=PackageLoader("vfleet", "templates"), undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env = Environment(
+        loader=PackageLoader("vfleet", "templates"),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
     env.filters["shquote"] = shlex.quote
     files: dict[str, str] = {}
     for host in rendered.hosts:
         for engine in host.engines:
             base = f"{host.name}/{engine.id}"
-            ctx = {"host": host, "engine": engine, "plan_name": opts.plan_name,
-                   "flags_version": flags.version, "flag_source": flags.summary,
-                   "vllm_bin": opts.vllm_bin, "model_path": opts.model_path,
-                   "api_key_file": opts.api_key_file, "install_dir": opts.install_dir,
-                   "service_user": opts.service_user, "ray": engine.mode == "ray",
-                   "ray_unit": f"vfleet-ray-{engine.id}.service"}
+            ctx = {
+                "host": host,
+                "engine": engine,
+                "plan_name": opts.plan_name,
+                "flags_version": flags.version,
+                "flag_source": flags.summary,
+                "vllm_bin": opts.vllm_bin,
+                "model_path": opts.model_path,
+                "api_key_file": opts.api_key_file,
+                "install_dir": opts.install_dir,
+                "service_user": opts.service_user,
+                "ray": engine.mode == "ray",
+                "ray_unit": f"vfleet-ray-{engine.id}.service",
+            }
             files[f"{base}/vllm.env"] = env.get_template("vllm.env.j2").render(ctx)
             if engine.mode == "ray":
-                head = next(h for h in rendered.hosts
-                            if any(e.replica == engine.replica and e.role == "ray-head"
-                                   for e in h.engines))
+                head = next(
+                    h
+                    for h in rendered.hosts
+                    if any(e.replica == engine.replica and e.role == "ray-head" for e in h.engines)
+                )
                 files[f"{base}/vfleet-ray-{engine.id}.service"] = env.get_template(
-                    "ray.service.j2").render(
-                    host=host, role="head" if engine.role == "ray-head" else "worker",
-                    engine_id=engine.id, service_user=opts.service_user,
-                    install_dir=opts.install_dir, ray_bin=opts.ray_bin,
-                    ray_port=opts.ray_port, head_address=head.address)
+                    "ray.service.j2"
+                ).render(
+                    host=host,
+                    role="head" if engine.role == "ray-head" else "worker",
+                    engine_id=engine.id,
+                    service_user=opts.service_user,
+                    install_dir=opts.install_dir,
+                    ray_bin=opts.ray_bin,
+                    ray_port=opts.ray_port,
+                    head_address=head.address,
+                )
             if engine.runs_vllm:
                 files[f"{base}/launch.sh"] = env.get_template("launch.sh.j2").render(ctx)
                 files[f"{base}/vfleet-vllm-{engine.id}.service"] = env.get_template(
-                    "vllm.service.j2").render(ctx)
+                    "vllm.service.j2"
+                ).render(ctx)
                 files[f"{base}/command.json"] = json.dumps(engine.argv(opts), indent=2) + "\n"
-    files["endpoints.json"] = json.dumps({"model": plan.get("model"),
-                                          "endpoints": rendered.endpoints}, indent=2) + "\n"
+    files["endpoints.json"] = (
+        json.dumps({"model": plan.get("model"), "endpoints": rendered.endpoints}, indent=2) + "\n"
+    )
     return files
