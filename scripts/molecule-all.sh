@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Run `molecule test` in every role that has a molecule/default scenario (or in the roles
+# named as arguments), one after another on the testbed. Prints each scenario's time and
+# result, keeps each log in artifacts/molecule/<role>-default.log, and exits non-zero if
+# any scenario failed. Needs root (the testbed) and the ops extras in .venv
+# (pip install -e 'controller[dev,ops]').
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+root=$PWD
+venv=${VENV:-$root/.venv}
+# molecule shells out to ansible-config/ansible-playbook and the create/destroy playbooks
+# call `testbed`: all of them live in the venv.
+export PATH="$venv/bin:$PATH"
+export ANSIBLE_NOCOLOR=1 PY_COLORS=0
+logs=$root/artifacts/molecule
+mkdir -p "$logs"
+
+if [ $# -gt 0 ]; then
+  roles=("$@")
+else
+  roles=()
+  for scenario in ansible/roles/*/molecule/default/molecule.yml; do
+    [ -e "$scenario" ] || continue
+    role=${scenario#ansible/roles/}
+    roles+=("${role%%/*}")
+  done
+fi
+if [ ${#roles[@]} -eq 0 ]; then
+  echo "molecule-all: no role has a molecule/default scenario" >&2
+  exit 1
+fi
+
+failed=0
+summary=()
+for role in "${roles[@]}"; do
+  dir=ansible/roles/$role
+  if [ ! -f "$dir/molecule/default/molecule.yml" ]; then
+    echo "molecule-all: $dir has no molecule/default scenario" >&2
+    summary+=("FAIL  $role/default  (no scenario)")
+    failed=1
+    continue
+  fi
+  log=$logs/$role-default.log
+  echo "=== molecule test: $role/default (log: ${log#"$root"/})"
+  start=$(date +%s.%N)
+  (cd "$dir" && molecule test --scenario-name default) 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  seconds=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.0f", e - s }')
+  if [ "$rc" -eq 0 ]; then
+    summary+=("PASS  $role/default  ${seconds} s")
+  else
+    summary+=("FAIL  $role/default  ${seconds} s  (exit $rc, log ${log#"$root"/})")
+    failed=1
+  fi
+done
+
+echo "=== molecule scenarios"
+printf '%s\n' "${summary[@]}"
+exit "$failed"
