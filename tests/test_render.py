@@ -182,3 +182,17 @@ def test_not_json_plan_exits_2(tmp_path):
         "render", "--plan", str(plan), "--cluster", str(cluster), "--out", str(tmp_path / "o")
     )
     assert out.returncode == 2 and "not JSON" in out.stderr
+
+
+def test_flag_registry_matches_the_release_history():
+    from vfleet.flags import flag_set
+
+    assert flag_set("0.17.1").has("--swap-space") and not flag_set("0.18.1").has("--swap-space")
+    assert not flag_set("0.11.0").has("--nnodes") and flag_set("0.11.1").has("--nnodes")
+    assert not flag_set("0.10.1.1").has("--decode-context-parallel-size")
+    assert flag_set("0.10.2").has("--decode-context-parallel-size")
+    assert flag_set("0.12.0").has("--cuda-graph-sizes")
+    assert not flag_set("0.13.0").has("--cuda-graph-sizes")
+    assert flag_set("0.33.0").has("--disable-chunked-prefill")  # 0.33's negative form
+    # A release between two recorded ones takes the older record.
+    assert flag_set("0.16.0").version == "0.15.1"

@@ -63,10 +63,12 @@ def flag_set(version: str, probed: tuple[str, ...] = ()) -> FlagSet:
             "release with --vllm-version, or probe the hosts so their own --help is used"
         )
     entry = _registry()["versions"][chosen]
-    names: set[str] = set()
+    # option_index lists every spelling the release's parser accepts (aliases, negative
+    # forms such as --disable-chunked-prefill, hidden --no- forms) -> its canonical flag.
+    names: set[str] = set(entry.get("option_index") or {})
     for flag, info in entry["flags"].items():
         names.add(flag)
         names.update(info.get("aliases") or [])
-        if info.get("boolean_optional"):
-            names.add("--no-" + flag[2:])
+        names.update(info.get("negative") or [])
+        names.update(info.get("hidden_negative") or [])
     return FlagSet(chosen, entry.get("source", ""), frozenset(names))
