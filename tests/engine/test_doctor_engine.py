@@ -140,9 +140,10 @@ def test_long_prompts_without_chunked_prefill_stall_decoding(vllm_venv, tiny_mod
         # One long decode stream; bursts of long prompts land in single steps (no chunking)
         # and stall it. Prompts ask for one token so only the stream adds ITL samples.
         decoders = _load(server.base_url, [([3] * 16, 400)])
-        time.sleep(0.3)
         prompts = []
-        for _ in range(10):
+        # Keep prefill pressure on for as long as the stream decodes, so a steady few
+        # percent of its steps carry a whole prompt batch.
+        while decoders[0].is_alive() and len(prompts) < 640:
             prompts += _load(server.base_url, [([11] * 1900, 1)] * 16)
             time.sleep(0.2)
         for t in decoders + prompts:

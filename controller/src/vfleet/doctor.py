@@ -307,8 +307,8 @@ def metric_diagnoses(obs: Observation, cfg: EngineConfig) -> list[Diagnosis]:
                 ],
             )
         )
-    # Sustained: requests waited in at least 80% of the samples (or in the one scrape).
-    sustained = obs.waiting > 0 and obs.waiting_share >= 0.8
+    # Sustained: requests waited in at least half of the samples (or in the one scrape).
+    sustained = obs.waiting > 0 and obs.waiting_share >= 0.5
     at_limit = seqs is not None and per_engine_running >= 0.9 * seqs
     if sustained and obs.kv_usage < 0.9 and not preempting and (at_limit or seqs is None):
         evidence = [
