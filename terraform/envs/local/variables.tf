@@ -21,9 +21,9 @@ variable "host_count" {
 }
 
 variable "profile" {
-  description = "Recorded GPU host the test hosts replay: h200-1gpu, h100-sxm-8gpu, l40s-pcie-8gpu or gb200-4gpu."
+  description = "Recorded GPU host the test hosts replay: h200-1gpu, h100-sxm-8gpu, l40s-pcie-8gpu or gb200-4gpu. The default replays the real H200 capture: one GPU per host, so the plan puts one engine on each host, which is what the vLLM CPU build can run there."
   type        = string
-  default     = "h100-sxm-8gpu"
+  default     = "h200-1gpu"
 
   validation {
     condition     = contains(["h200-1gpu", "h100-sxm-8gpu", "l40s-pcie-8gpu", "gb200-4gpu"], var.profile)

@@ -5,8 +5,8 @@ run "defaults" {
   command = plan
 
   assert {
-    condition     = length(output.inventory.hosts) == 2 && output.inventory.profile == "h100-sxm-8gpu"
-    error_message = "the local env defaults to 2 x h100-sxm-8gpu test hosts"
+    condition     = length(output.inventory.hosts) == 2 && output.inventory.profile == "h200-1gpu"
+    error_message = "the local env defaults to 2 x h200-1gpu test hosts (one engine per host)"
   }
   assert {
     condition     = output.inventory.source == "local_testbed" && output.inventory.cluster == "local"
