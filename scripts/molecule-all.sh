@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Run `molecule test` in every role that has a molecule/default scenario (or in the roles
-# named as arguments), one after another on the testbed. Prints each scenario's time and
-# result, keeps each log in artifacts/molecule/<role>-default.log, and exits non-zero if
-# any scenario failed. Needs root (the testbed) and the ops extras in .venv
+# Run `molecule test` for every scenario of every role (or of the roles named as arguments),
+# one after another on the testbed. Prints each scenario's time and result, keeps each log
+# in artifacts/molecule/<role>-<scenario>.log, and exits non-zero if any scenario failed. Needs root (the testbed) and the ops extras in .venv
 # (pip install -e 'controller[dev,ops]').
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -40,18 +39,21 @@ for role in "${roles[@]}"; do
     failed=1
     continue
   fi
-  log=$logs/$role-default.log
-  echo "=== molecule test: $role/default (log: ${log#"$root"/})"
-  start=$(date +%s.%N)
-  (cd "$dir" && molecule test --scenario-name default) 2>&1 | tee "$log"
-  rc=${PIPESTATUS[0]}
-  seconds=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.0f", e - s }')
-  if [ "$rc" -eq 0 ]; then
-    summary+=("PASS  $role/default  ${seconds} s")
-  else
-    summary+=("FAIL  $role/default  ${seconds} s  (exit $rc, log ${log#"$root"/})")
-    failed=1
-  fi
+  for file in "$dir"/molecule/*/molecule.yml; do
+    scenario=$(basename "$(dirname "$file")")
+    log=$logs/$role-$scenario.log
+    echo "=== molecule test: $role/$scenario (log: ${log#"$root"/})"
+    start=$(date +%s.%N)
+    (cd "$dir" && molecule test --scenario-name "$scenario") 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    seconds=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.0f", e - s }')
+    if [ "$rc" -eq 0 ]; then
+      summary+=("PASS  $role/$scenario  ${seconds} s")
+    else
+      summary+=("FAIL  $role/$scenario  ${seconds} s  (exit $rc, log ${log#"$root"/})")
+      failed=1
+    fi
+  done
 done
 
 echo "=== molecule scenarios"
