@@ -16,7 +16,7 @@ TERRAFORM := $(VENV)/bin/terraform
 TF_ENV := TF_DATA_DIR=$(CURDIR)/artifacts/$(ENV)/.terraform $(TERRAFORM) -chdir=terraform/envs/$(ENV)
 
 .PHONY: help setup engine lint unit test test-engine test-testbed testbed-image molecule \
-	test-terraform provision unprovision bench bench-aic deploy clean
+	test-terraform provision unprovision bench bench-aic deploy destroy plan probe examples clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -76,7 +76,19 @@ bench-aic: setup ## Score our plans with NVIDIA AIConfigurator (installs it, ~85
 	bash scripts/install-aiconfigurator.sh
 	$(VENV)/bin/python bench/plan_vs_aiconfigurator.py
 
-deploy: setup ## Today: budget and plan for the bundled example cluster (see README)
+deploy: setup $(if $(filter local,$(ENV)),engine testbed-image) ## The whole rollout (ENV=local|staging|prod)
+	$(VFLEET) deploy --env $(ENV)
+
+destroy: setup ## Remove everything `make deploy` made (ENV=...)
+	$(VFLEET) destroy --env $(ENV)
+
+plan: setup ## Plan and render from the probed facts; changes nothing on the hosts (ENV=...)
+	$(VFLEET) plan-env --env $(ENV)
+
+probe: setup $(if $(filter local,$(ENV)),engine testbed-image) ## Provision, install and probe only (ENV=...)
+	$(VFLEET) probe --env $(ENV)
+
+examples: setup ## Budgets and a plan for the bundled example clusters (no hosts needed)
 	bash scripts/deploy.sh "$(ENV)"
 
 clean: ## Remove build outputs (not the cached engine)

@@ -119,6 +119,14 @@ def _parser() -> argparse.ArgumentParser:
         help="sample over this many seconds and report rates",
     )
     doc.add_argument("--json", action="store_true")
+    for name, text in (
+        ("deploy", "the whole rollout for an environment"),
+        ("destroy", "remove everything a deploy made"),
+        ("probe", "provision, install and probe only"),
+        ("plan-env", "plan and render from the probed facts; no host changes"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--env", default="local", help="local | staging | prod")
     sub.add_parser("models", help="list the bundled model catalog")
     sub.add_parser("gpus", help="list the GPU catalog")
     return parser
@@ -458,6 +466,30 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from vfleet import pipeline
+
+    return pipeline.deploy(args.env)
+
+
+def cmd_destroy(args: argparse.Namespace) -> int:
+    from vfleet import pipeline
+
+    return pipeline.destroy(args.env)
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from vfleet import pipeline
+
+    return pipeline.deploy(args.env, probe_only=True)
+
+
+def cmd_plan_env(args: argparse.Namespace) -> int:
+    from vfleet import pipeline
+
+    return pipeline.deploy(args.env, plan_only=True)
+
+
 def cmd_models(_args: argparse.Namespace) -> int:
     from vfleet.catalog import catalog_ids
 
@@ -480,6 +512,10 @@ COMMANDS = {
     "plan": cmd_plan,
     "render": cmd_render,
     "doctor": cmd_doctor,
+    "deploy": cmd_deploy,
+    "destroy": cmd_destroy,
+    "probe": cmd_probe,
+    "plan-env": cmd_plan_env,
     "models": cmd_models,
     "gpus": cmd_gpus,
 }
