@@ -321,7 +321,14 @@ def deploy(env: str, plan_only: bool = False, probe_only: bool = False) -> int:
             )
             print_summary(ctx, [])
             return 0
-        _playbook(ctx, "launch and verify (health + completion)", "launch.yml")
+        spans = json.loads((ctx.artifacts / "launch" / "endpoints.json").read_text())
+        whole = any(len(e["hosts"]) > 1 for e in spans["endpoints"])
+        _playbook(
+            ctx,
+            "launch and verify (health + completion)",
+            "launch.yml",
+            {"vfleet_launch_serial": "100%" if whole else 1},
+        )
         _playbook(ctx, "load test", "loadtest.yml")
         endpoints = json.loads((ctx.artifacts / "launch" / "endpoints.json").read_text())
         write_report(ctx, plan, endpoints["endpoints"])
