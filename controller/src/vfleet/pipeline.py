@@ -160,7 +160,7 @@ def _hosts_inventory(ctx: Context) -> list[str]:
     return ["-i", str(extra)] if extra.is_file() else []
 
 
-def _playbook(ctx: Context, name: str, book: str) -> None:
+def _playbook(ctx: Context, name: str, book: str, extra: dict[str, Any] | None = None) -> None:
     argv = [
         str(VENV_BIN / "ansible-playbook"),
         "-i",
@@ -173,6 +173,7 @@ def _playbook(ctx: Context, name: str, book: str) -> None:
                 "vfleet_env": ctx.env,
                 "vfleet_artifacts": str(ctx.artifacts),
                 "vfleet_root": str(ctx.root),
+                **(extra or {}),
             }
         ),
     ]
@@ -309,7 +310,16 @@ def deploy(env: str, plan_only: bool = False, probe_only: bool = False) -> int:
                 _local_controller(ctx)
                 _playbook(ctx, "stand-ins (no GPU here)", "standins-local.yml")
             _playbook(ctx, "install: common, nvidia_driver, nccl, vllm", "site.yml")
-            _playbook(ctx, "probe the interconnect", "probe.yml")
+            facts = ctx.artifacts / "facts"
+            # Probe once; later deploys reuse the facts so that nothing re-measured can move
+            # the plan and restart engines. `make probe` (or PROBE=1) measures again.
+            if probe_only or os.environ.get("PROBE") == "1" or not any(facts.glob("*.json")):
+                _playbook(ctx, "probe the interconnect", "probe.yml")
+            else:
+                print(
+                    f"==> probe the interconnect\n    reusing {facts.relative_to(ctx.root)} "
+                    "(make probe to measure again)"
+                )
             if probe_only:
                 print_summary(ctx, [])
                 return 0
