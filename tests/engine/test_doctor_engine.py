@@ -86,6 +86,36 @@ def _ids(report: dict) -> list[str]:
     return [d["id"] for d in report["diagnoses"]]
 
 
+class _Feeder:
+    """Keeps requests coming until stopped: /metrics can lag seconds behind a busy API
+    server on 2 cores, so the condition must outlast the scrape, not a fixed batch."""
+
+    def __init__(
+        self, base: str, job: tuple[list[int], int], in_flight: int, every_s: float = 0.0
+    ) -> None:
+        self.base, self.job, self.in_flight, self.every_s = base, job, in_flight, every_s
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.loop = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            alive = sum(t.is_alive() for t in self.threads)
+            if alive < self.in_flight:
+                self.threads += _load(self.base, [self.job] * (self.in_flight - alive))
+            time.sleep(self.every_s or 0.1)
+
+    def __enter__(self) -> _Feeder:
+        self.loop.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.loop.join()
+        for t in self.threads:
+            t.join(timeout=300)
+
+
 def test_queueing_then_under_use(vllm_venv, tiny_models, tmp_path):
     with VllmServer(
         tiny_models / "tiny-llama",
@@ -94,15 +124,13 @@ def test_queueing_then_under_use(vllm_venv, tiny_models, tmp_path):
         max_num_seqs=1,
         run_dir=tmp_path / "q",
     ) as server:
-        threads = _load(server.base_url, [([7] * 32, 470)] * 12)  # ~10 s of work at one seq
-        _wait_for(server, "vllm:num_requests_waiting")
-        report = _doctor(server, "--watch", "2")
+        with _Feeder(server.base_url, ([7] * 32, 470), in_flight=16):
+            _wait_for(server, "vllm:num_requests_waiting")
+            report = _doctor(server, "--watch", "2")
         assert "queueing" in _ids(report), report
         queueing = next(d for d in report["diagnoses"] if d["id"] == "queueing")
         assert "max-num-seqs" in queueing["first_knob"]
         assert report["config"]["max_num_seqs"] == 1  # read from the start-up log
-        for t in threads:
-            t.join(timeout=180)
         idle = _doctor(server, "--max-num-seqs", "16")
         assert _ids(idle) == ["under_use"], idle
 
@@ -132,22 +160,19 @@ def test_long_prompts_without_chunked_prefill_stall_decoding(vllm_venv, tiny_mod
         tiny_models / "tiny-llama",
         venv=vllm_venv,
         kv_cache_memory_bytes=64 << 20,
-        max_model_len=2048,  # the tiny models' context
-        max_num_seqs=8,
+        max_model_len=2048,
+        max_num_seqs=64,
         run_dir=tmp_path / "pf",
-        extra_args=["--no-enable-chunked-prefill", "--max-num-batched-tokens", "32768"],
+        extra_args=["--no-enable-chunked-prefill", "--max-num-batched-tokens", "65536"],
     ) as server:
-        # One long decode stream; bursts of long prompts land in single steps (no chunking)
-        # and stall it. Prompts ask for one token so only the stream adds ITL samples.
-        decoders = _load(server.base_url, [([3] * 16, 400)])
-        prompts = []
-        # Keep prefill pressure on for as long as the stream decodes, so a steady few
-        # percent of its steps carry a whole prompt batch.
-        while decoders[0].is_alive() and len(prompts) < 640:
-            prompts += _load(server.base_url, [([11] * 1900, 1)] * 16)
-            time.sleep(0.2)
-        for t in decoders + prompts:
-            t.join(timeout=300)
+        # Bursts of 32 long prompts land whole in single steps (no chunking) while short
+        # decode streams run; the prompts ask for one token, so only the streams add
+        # inter-token samples, and a few percent of those carry a burst's prefill.
+        with _Feeder(server.base_url, ([11] * 1900, 1), in_flight=32, every_s=0.15):
+            time.sleep(0.5)
+            for _ in range(3):
+                for t in _load(server.base_url, [([3] * 16, 60)]):
+                    t.join(timeout=120)
         report = _doctor(server)
         assert "prefill_interference" in _ids(report), json.dumps(report["observation"])
         knob = next(d for d in report["diagnoses"] if d["id"] == "prefill_interference")[

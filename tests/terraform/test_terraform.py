@@ -523,12 +523,12 @@ def test_local_env_apply_brings_two_hosts_up_and_destroy_leaves_nothing(
         timed("apply", "apply", "-auto-approve", "-input=false", "-no-color", *variables_)
         inventory = json.loads(timed("output", "output", "-json", "inventory"))
         assert [h["name"] for h in inventory["hosts"]] == ["h1", "h2"]
-        assert {h["gpus"] for h in inventory["hosts"]} == {8}
+        assert {h["gpus"] for h in inventory["hosts"]} == {1}  # h200-1gpu, the local default
 
         # The inventory names exactly the hosts `testbed status` reports, all up.
         entry = _status(name)
         assert entry["state"] == "up"
-        assert entry["profile"] == inventory["profile"] == "h100-sxm-8gpu"
+        assert entry["profile"] == inventory["profile"] == "h200-1gpu"
         assert {h["name"]: h["address"] for h in entry["hosts"] if h["alive"]} == {
             h["name"]: h["address"] for h in inventory["hosts"]
         }

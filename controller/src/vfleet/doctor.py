@@ -331,8 +331,8 @@ def metric_diagnoses(obs: Observation, cfg: EngineConfig) -> list[Diagnosis]:
     if (
         obs.itl_p50
         and obs.itl_p99
-        and obs.itl_p99 >= 4 * obs.itl_p50
-        and obs.itl_p99 >= 0.02
+        and obs.itl_p99 >= ITL_TAIL_RATIO * obs.itl_p50
+        and obs.itl_p99 >= 0.01
         and (obs.mean_prompt or 0) >= 256
     ):
         evidence = [
