@@ -21,7 +21,15 @@ CASES = [
         "--pp",
         "2",
     ],
-    ["--model", "openai/gpt-oss-120b", "--gpu", "H100-SXM-80GB", "--json"],
+    [
+        "--model",
+        "openai/gpt-oss-120b",
+        "--gpu",
+        "H100-SXM-80GB",
+        "--max-model-len",
+        "32768",
+        "--json",
+    ],
 ]
 
 
