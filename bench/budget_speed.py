@@ -26,8 +26,8 @@ CASES = [
         "openai/gpt-oss-120b",
         "--gpu",
         "H100-SXM-80GB",
-        "--max-model-len",
-        "32768",
+        "--tp",
+        "2",
         "--json",
     ],
 ]
