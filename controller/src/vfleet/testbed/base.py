@@ -64,7 +64,8 @@ PACKAGES: tuple[str, ...] = (
 )
 # Downloaded into the image's apt cache but not installed, so that a role can switch to them
 # offline (apt installs a cached .deb without the network): chrony replaces timesyncd.
-OFFLINE_DEBS: tuple[str, ...] = ("chrony", "make")  # make: the nccl role builds nccl-tests
+# make: the nccl role builds nccl-tests; nftables: the firewall role installs it.
+OFFLINE_DEBS: tuple[str, ...] = ("chrony", "make", "nftables")
 # Units that would only disturb tests: periodic jobs that touch apt or disks.
 MASKED_UNITS = (
     "apt-daily.timer",

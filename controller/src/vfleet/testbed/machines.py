@@ -293,6 +293,8 @@ def _nspawn_argv(tb: Testbed, host: Host) -> list[str]:
         f"--network-namespace-path={network.NETNS_DIR / host.netns}",
         "--console=passive",
         "--link-journal=no",
+        # Each host owns its network namespace: the firewall role loads nftables rules there.
+        "--capability=CAP_NET_ADMIN",
         f"--bind-ro={Path(tb.state_dir) / 'gpu'}:{base.GPU_MOUNT}",
     ]
 
