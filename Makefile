@@ -16,7 +16,8 @@ TERRAFORM := $(VENV)/bin/terraform
 TF_ENV := TF_DATA_DIR=$(CURDIR)/artifacts/$(ENV)/.terraform $(TERRAFORM) -chdir=terraform/envs/$(ENV)
 
 .PHONY: help setup engine lint unit test test-engine test-testbed testbed-image molecule \
-	test-terraform provision unprovision bench bench-aic deploy destroy plan probe examples clean
+	test-terraform provision unprovision bench bench-aic validate known-hosts deploy destroy plan \
+	probe examples clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -75,6 +76,12 @@ bench: setup ## Print the benchmark numbers (accuracy, speed)
 bench-aic: setup ## Score our plans with NVIDIA AIConfigurator (installs it, ~850 MB)
 	bash scripts/install-aiconfigurator.sh
 	$(VENV)/bin/python bench/plan_vs_aiconfigurator.py
+
+validate: setup ## Check ENV's inventory, group_vars and secrets (touches no host)
+	$(VFLEET) validate --env $(ENV)
+
+known-hosts: setup ## Record the SSH host keys of ENV's hosts (staging/prod) and print them
+	$(VFLEET) known-hosts --env $(ENV)
 
 deploy: setup $(if $(filter local,$(ENV)),engine testbed-image) ## The whole rollout (ENV=local|staging|prod)
 	$(VFLEET) deploy --env $(ENV)

@@ -127,6 +127,19 @@ def _parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=text)
         p.add_argument("--env", default="local", help="local | staging | prod")
+        if name in ("deploy", "plan-env"):
+            p.add_argument(
+                "--allow-partial-facts",
+                action="store_true",
+                help="plan even if a host's probe failed (hosts it saw no GPU on are left out)",
+            )
+    val = sub.add_parser("validate", help="check an environment's inventory and group_vars")
+    val.add_argument("--env", default="local", help="local | staging | prod")
+    val.add_argument(
+        "--inventory", type=Path, help="check this inventory folder instead of inventories/ENV"
+    )
+    kh = sub.add_parser("known-hosts", help="record the hosts' SSH keys for staging or prod")
+    kh.add_argument("--env", required=True, help="staging | prod")
     sub.add_parser("models", help="list the bundled model catalog")
     sub.add_parser("gpus", help="list the GPU catalog")
     return parser
@@ -331,51 +344,52 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
-PLAN_KEYS = (
-    "model",
-    "vllm_version",
-    "tensor_parallel_size",
-    "pipeline_parallel_size",
-    "data_parallel_size",
-    "max_model_len",
-    "gpu_memory_utilization",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "kv_cache_dtype",
-    "hosts",
-)
-
-
 def _check_plan_shape(plan: object, path: Path) -> None:
+    """A plan edited by hand must still be one vLLM can start: the schema, then the rules
+    that tie its fields together."""
+    from vfleet import schema
+
     if not isinstance(plan, dict):
         raise UserError(f"{path} is not a vfleet plan (a JSON object): run `vfleet plan --out`")
-    missing = [k for k in PLAN_KEYS if k not in plan]
-    if missing:
-        raise UserError(f"plan {path} lacks {', '.join(missing)}: re-run `vfleet plan --out`")
-    for key in (
-        "tensor_parallel_size",
-        "pipeline_parallel_size",
-        "data_parallel_size",
-        "max_model_len",
-        "max_num_seqs",
-        "max_num_batched_tokens",
-    ):
-        if not isinstance(plan[key], int) or plan[key] < 1:
-            raise UserError(f"plan {path}: {key} must be a positive integer, got {plan[key]!r}")
-    if not isinstance(plan["hosts"], list) or not plan["hosts"]:
-        raise UserError(f"plan {path}: hosts is empty: re-run `vfleet plan --out`")
-    gpm = plan["gpu_memory_utilization"]
-    if not isinstance(gpm, int | float) or not 0 < gpm <= 1:
-        raise UserError(f"plan {path}: gpu_memory_utilization must be in (0, 1], got {gpm!r}")
-    ranks = sum(len(r) for h in plan["hosts"] for r in h.get("engines", {}).values())
+    schema.check(plan, "plan", f"plan {path}")
+    if plan["max_num_batched_tokens"] < plan["max_num_seqs"]:
+        raise UserError(
+            f"plan {path}: max_num_batched_tokens ({plan['max_num_batched_tokens']}) is below "
+            f"max_num_seqs ({plan['max_num_seqs']}), which vLLM refuses: raise it or re-plan"
+        )
+    chunked = plan.get("enable_chunked_prefill", True)
+    if not chunked and plan["max_num_batched_tokens"] < plan["max_model_len"]:
+        raise UserError(
+            f"plan {path}: without chunked prefill max_num_batched_tokens "
+            f"({plan['max_num_batched_tokens']}) must cover max_model_len "
+            f"({plan['max_model_len']}): enable chunked prefill or raise it"
+        )
     per_engine = (
         plan["tensor_parallel_size"] * plan["pipeline_parallel_size"] * plan["data_parallel_size"]
     )
-    if ranks % per_engine:
-        raise UserError(
-            f"plan {path}: {ranks} ranks do not split into engines of "
-            f"{per_engine} GPUs (TP x PP x DP): re-run `vfleet plan --out`"
-        )
+    engines: dict[str, set[tuple[int, int, int]]] = {}
+    for host in plan["hosts"]:
+        for engine, ranks in host["engines"].items():
+            seen = engines.setdefault(engine, set())
+            for r in ranks:
+                rank = (r["tp_rank"], r["pp_rank"], r["dp_rank"])
+                if rank in seen:
+                    raise UserError(
+                        f"plan {path}: engine {engine} has rank tp{rank[0]} pp{rank[1]} "
+                        f"dp{rank[2]} twice: re-run `vfleet plan --out`"
+                    )
+                seen.add(rank)
+    for engine, ranks in engines.items():
+        if len(ranks) != per_engine or any(
+            t >= plan["tensor_parallel_size"]
+            or p >= plan["pipeline_parallel_size"]
+            or d >= plan["data_parallel_size"]
+            for t, p, d in ranks
+        ):
+            raise UserError(
+                f"plan {path}: engine {engine} has {len(ranks)} ranks, not the "
+                f"{per_engine} of TP x PP x DP (or a rank out of range): re-run `vfleet plan --out`"
+            )
 
 
 def _fetch_metrics(endpoint: str) -> str:
@@ -469,7 +483,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_deploy(args: argparse.Namespace) -> int:
     from vfleet import pipeline
 
-    return pipeline.deploy(args.env)
+    return pipeline.deploy(args.env, allow_partial=args.allow_partial_facts)
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
@@ -487,7 +501,50 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_plan_env(args: argparse.Namespace) -> int:
     from vfleet import pipeline
 
-    return pipeline.deploy(args.env, plan_only=True)
+    return pipeline.deploy(args.env, plan_only=True, allow_partial=args.allow_partial_facts)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from vfleet import envcheck, pipeline
+
+    if args.env not in pipeline.ENVS:
+        raise UserError(f"--env {args.env} is not one of {', '.join(pipeline.ENVS)}")
+    inventory = args.inventory or pipeline.ROOT / "inventories" / args.env
+    provisioned = pipeline.ROOT / "artifacts" / args.env / "hosts.yml"
+    checked = envcheck.check_environment(
+        args.env, inventory, pipeline.ROOT / "ansible" / "roles", [provisioned], False
+    )
+    gpu_hosts = [h for h in checked.hosts if "gpu_hosts" in h.groups]
+    values = checked.group_vars
+    print(f"{inventory}: valid")
+    print(f"  model          {values['vfleet_model']}")
+    print(f"  vLLM           {values.get('vfleet_vllm_version', 'newest recorded')}")
+    print(f"  vaulted values {'yes' if checked.vaulted else 'no'}")
+    print(f"  GPU hosts      {len(gpu_hosts) or 'none yet (Terraform provisions them)'}")
+    for host in gpu_hosts:
+        print(f"    {host.name:<20} {host.address}:{host.port}")
+    return 0
+
+
+def cmd_known_hosts(args: argparse.Namespace) -> int:
+    from vfleet import envcheck, known_hosts, pipeline
+
+    if args.env not in ("staging", "prod"):
+        raise UserError("--env must be staging or prod: the local testbed checks no host keys")
+    ctx = pipeline.load_context(args.env)
+    docs = [
+        (str(ctx.inventory / "hosts.yml"), envcheck.read_inventory(ctx.inventory / "hosts.yml"))
+    ]
+    if (ctx.artifacts / "hosts.yml").is_file():
+        docs.append(
+            (str(ctx.artifacts / "hosts.yml"), envcheck.read_inventory(ctx.artifacts / "hosts.yml"))
+        )
+    hosts = [h for h in envcheck.check_inventories(docs, args.env, True) if "gpu_hosts" in h.groups]
+    path = pipeline.known_hosts_file(ctx)
+    for line in known_hosts.scan(path, hosts):
+        print(line)
+    print(f"{len(hosts)} host(s) recorded in {path}: compare the fingerprints above with each host")
+    return 0
 
 
 def cmd_models(_args: argparse.Namespace) -> int:
@@ -516,6 +573,8 @@ COMMANDS = {
     "destroy": cmd_destroy,
     "probe": cmd_probe,
     "plan-env": cmd_plan_env,
+    "validate": cmd_validate,
+    "known-hosts": cmd_known_hosts,
     "models": cmd_models,
     "gpus": cmd_gpus,
 }

@@ -1,0 +1,322 @@
+"""Everything `vfleet deploy` reads from an environment, checked before a host is touched:
+group_vars (deploy variables by schema, role variables by the roles' own argument specs),
+the inventories (static and Terraform's), the secrets and the SSH host keys.
+
+Pure checks over parsed documents, plus small readers; the pipeline and `vfleet validate`
+call `check_environment` first, so bad input ends in exit code 2 and one line.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vfleet import schema
+from vfleet.errors import UserError
+
+# The role-named groups the playbooks run on; an inventory without one would skip a stage.
+ROLE_GROUPS = (
+    "gpu_hosts",
+    "common",
+    "nvidia_driver",
+    "nccl",
+    "vllm",
+    "topology_probe",
+    "vllm_launch",
+    "loadtest",
+)
+# Variables that hold secrets: allowed only vaulted, templated (from a file) or empty.
+SECRET_VARS = ("vllm_hf_token", "vllm_launch_api_key", "loadtest_api_key")
+WORKLOAD_PRESETS = ("chat", "rag", "batch")
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    address: str
+    port: int
+    source: str
+    groups: frozenset[str]
+    vars: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Environment:
+    """What an environment says, once checked."""
+
+    name: str
+    inventory_dir: Path
+    group_vars: dict[str, Any]
+    hosts: list[Host]
+    vaulted: bool
+
+
+# ---- group_vars ---------------------------------------------------------------------------
+
+
+def read_group_vars(inventory_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """Merge group_vars/all.yml and group_vars/all/*.yml; also name each variable's file."""
+    gv = inventory_dir / "group_vars"
+    files = [gv / "all.yml"] if (gv / "all.yml").is_file() else []
+    files += sorted((gv / "all").glob("*.yml")) if (gv / "all").is_dir() else []
+    if not files:
+        raise UserError(f"{gv}/all.yml is missing: every environment needs its group_vars")
+    merged: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for path in files:
+        doc = schema.load_yaml(path, "group_vars")
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise UserError(f"{path}: must be a mapping of variable: value")
+        for key, value in doc.items():
+            merged[str(key)] = value
+            origin[str(key)] = str(path)
+    return merged, origin
+
+
+def check_group_vars(values: dict[str, Any], origin: dict[str, str], roles_dir: Path) -> None:
+    source = _source(origin, values)
+    if not values.get("vfleet_model"):
+        raise UserError(f"{source}: vfleet_model is not set: name the model to deploy")
+    schema.check(values, "deploy_vars", source)
+    by_file: dict[str, dict[str, Any]] = {}
+    for key, value in values.items():
+        by_file.setdefault(origin.get(key, source), {})[key] = value
+    for path, subset in by_file.items():
+        schema.check_role_vars(subset, roles_dir, path)
+    _check_version(values, origin)
+    _check_workload(values, origin)
+    if values.get("vfleet_expect_gpu"):
+        from vfleet.gpus import resolve_gpu
+
+        try:
+            resolve_gpu(str(values["vfleet_expect_gpu"]))
+        except UserError as exc:
+            raise UserError(f"{origin['vfleet_expect_gpu']}: vfleet_expect_gpu: {exc}") from None
+    for name in SECRET_VARS:
+        value = values.get(name)
+        if isinstance(value, str) and value and "{{" not in value:
+            raise UserError(
+                f"{origin.get(name, source)}: {name} is in clear text: encrypt it "
+                f"(ansible-vault encrypt_string --name {name}) or read it from a 0600 file"
+            )
+
+
+def _source(origin: dict[str, str], values: dict[str, Any]) -> str:
+    return origin.get("vfleet_model") or next(iter(origin.values()), "group_vars")
+
+
+def _check_version(values: dict[str, Any], origin: dict[str, str]) -> None:
+    version = values.get("vfleet_vllm_version")
+    if version is None:
+        return
+    from vfleet.flags import flag_set
+    from vfleet.versions import parse_version
+
+    where = origin.get("vfleet_vllm_version", "group_vars")
+    try:
+        parse_version(str(version))
+        flag_set(str(version))
+    except UserError as exc:
+        raise UserError(f"{where}: vfleet_vllm_version: {exc}") from None
+
+
+def _check_workload(values: dict[str, Any], origin: dict[str, str]) -> None:
+    workload = values.get("vfleet_workload")
+    if workload is None or workload in WORKLOAD_PRESETS:
+        return
+    where = Path(origin["vfleet_workload"])
+    candidate = Path(workload) if Path(workload).is_absolute() else where.parent / workload
+    if not candidate.is_file():
+        raise UserError(
+            f"{where}: vfleet_workload {workload!r} is neither a preset "
+            f"({', '.join(WORKLOAD_PRESETS)}) nor a file next to it"
+        )
+
+
+# ---- inventories --------------------------------------------------------------------------
+
+
+def read_inventory(path: Path) -> dict[str, Any]:
+    doc = schema.load_yaml(path, "inventory")
+    schema.check(doc, "inventory", str(path))
+    return doc
+
+
+def _walk(group: dict[str, Any] | None, name: str, parents: tuple[str, ...], out: dict) -> None:
+    """host -> (groups, vars) for one group subtree; `out` collects across calls."""
+    group = group or {}
+    chain = (*parents, name)
+    for host, hostvars in (group.get("hosts") or {}).items():
+        groups, merged = out.setdefault(str(host), (set(), {}))
+        groups.update(chain)
+        merged.update(hostvars or {})
+    for child, sub in (group.get("children") or {}).items():
+        _walk(sub, str(child), chain, out)
+
+
+def _group_names(group: dict[str, Any] | None, out: set[str]) -> None:
+    for child, sub in ((group or {}).get("children") or {}).items():
+        out.add(str(child))
+        _group_names(sub, out)
+
+
+def hosts_of(docs: list[tuple[str, dict[str, Any]]]) -> list[Host]:
+    """Every host the inventories name, with the groups it is in (directly or by nesting)."""
+    found: dict[str, tuple[set[str], dict[str, Any], str]] = {}
+    for source, doc in docs:
+        table: dict[str, tuple[set[str], dict[str, Any]]] = {}
+        _walk(doc.get("all"), "all", (), table)
+        for name, (groups, hostvars) in table.items():
+            if name in found:
+                found[name][0].update(groups)
+                found[name][1].update(hostvars)
+            else:
+                found[name] = (groups, dict(hostvars), source)
+    # Group membership by nesting: `vllm: {children: {gpu_hosts: {}}}` puts gpu_hosts' hosts
+    # in vllm even when gpu_hosts' hosts come from another inventory file.
+    nesting: dict[str, set[str]] = {}
+    for _, doc in docs:
+        _nest((doc.get("all") or {}), "all", nesting)
+    hosts = []
+    for name, (groups, hostvars, source) in found.items():
+        closed = set(groups)
+        changed = True
+        while changed:
+            changed = False
+            for parent, children in nesting.items():
+                if parent not in closed and children & closed:
+                    closed.add(parent)
+                    changed = True
+        hosts.append(
+            Host(
+                name=name,
+                address=str(hostvars.get("ansible_host", name)),
+                port=int(hostvars.get("ansible_port", 22)),
+                source=source,
+                groups=frozenset(closed),
+                vars=hostvars,
+            )
+        )
+    return hosts
+
+
+def _nest(group: dict[str, Any], name: str, nesting: dict[str, set[str]]) -> None:
+    for child, sub in (group.get("children") or {}).items():
+        nesting.setdefault(name, set()).add(str(child))
+        _nest(sub or {}, str(child), nesting)
+
+
+def check_inventories(
+    docs: list[tuple[str, dict[str, Any]]], env: str, provisioned: bool
+) -> list[Host]:
+    """Structure, groups, duplicates and GPU names; `provisioned`: Terraform has run (or the
+    environment is static), so gpu_hosts must not be empty."""
+    static = docs[0][0] if docs else f"inventories/{env}/hosts.yml"
+    groups: set[str] = set()
+    for _, doc in docs:
+        _group_names(doc.get("all"), groups)
+    missing = [g for g in ROLE_GROUPS if g not in groups]
+    if missing:
+        raise UserError(
+            f"{static}: group {missing[0]} is missing: keep the role-named groups of "
+            "inventories/local/hosts.yml (each a child group of gpu_hosts)"
+        )
+    hosts = hosts_of(docs)
+    seen: dict[tuple[str, int], str] = {}
+    for host in hosts:
+        key = (host.address, host.port)
+        if key in seen:
+            raise UserError(
+                f"{host.source}: hosts {seen[key]} and {host.name} are both "
+                f"{host.address}:{host.port}: list each machine once"
+            )
+        seen[key] = host.name
+        if host.vars.get("vfleet_gpu"):
+            from vfleet.gpus import resolve_gpu
+
+            try:
+                resolve_gpu(str(host.vars["vfleet_gpu"]))
+            except UserError as exc:
+                raise UserError(f"{host.source}: host {host.name}: {exc}") from None
+    gpu_hosts = [h for h in hosts if "gpu_hosts" in h.groups]
+    if provisioned and not gpu_hosts:
+        raise UserError(
+            f"{static}: no hosts in gpu_hosts: list your GPU nodes there (static) or "
+            f"provision them (make provision ENV={env})"
+        )
+    return hosts
+
+
+# ---- secrets ------------------------------------------------------------------------------
+
+
+def check_secret_file(path: Path, what: str) -> None:
+    """A secret on the controller: a regular file, only its owner may read it, not empty."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        raise UserError(f"{what} {path} does not exist: create it with mode 0600") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(f"{what} {path} is not a regular file: point at the file itself")
+    if info.st_mode & 0o077:
+        raise UserError(
+            f"{what} {path} is readable by others (mode {stat.S_IMODE(info.st_mode):04o}): "
+            f"chmod 600 {path}"
+        )
+    if not path.read_text().strip():
+        raise UserError(f"{what} {path} is empty: write the secret into it")
+
+
+def check_vault_password(vaulted: bool) -> None:
+    """Vaulted values need a password source Ansible can read unattended."""
+    if not vaulted:
+        return
+    password = os.environ.get("ANSIBLE_VAULT_PASSWORD_FILE")
+    if not password:
+        raise UserError(
+            "group_vars hold Ansible Vault values but no password is configured: "
+            "export ANSIBLE_VAULT_PASSWORD_FILE=/path/to/password-file (mode 0600)"
+        )
+    path = Path(password)
+    if path.is_file() and os.access(path, os.X_OK):
+        return  # a script that prints the password (e.g. from a secret manager)
+    check_secret_file(path, "vault password file")
+
+
+def has_vaulted(value: Any) -> bool:
+    if isinstance(value, schema.Vaulted):
+        return True
+    if isinstance(value, dict):
+        return any(has_vaulted(v) for v in value.values())
+    if isinstance(value, list):
+        return any(has_vaulted(v) for v in value)
+    return False
+
+
+# ---- the whole environment ----------------------------------------------------------------
+
+
+def check_environment(
+    env: str,
+    inventory_dir: Path,
+    roles_dir: Path,
+    extra_inventories: list[Path] | None = None,
+    provisioned: bool = True,
+) -> Environment:
+    """Read and check group_vars and inventories; raise UserError on the first problem."""
+    if not inventory_dir.is_dir():
+        raise UserError(f"{inventory_dir} does not exist: every environment needs an inventory")
+    values, origin = read_group_vars(inventory_dir)
+    check_group_vars(values, origin, roles_dir)
+    vaulted = has_vaulted(values)
+    check_vault_password(vaulted)
+    static = inventory_dir / "hosts.yml"
+    docs = [(str(static), read_inventory(static))]
+    docs += [(str(p), read_inventory(p)) for p in extra_inventories or [] if p.is_file()]
+    hosts = check_inventories(docs, env, provisioned)
+    return Environment(env, inventory_dir, values, hosts, vaulted)

@@ -1,0 +1,219 @@
+"""Input checking shared by every file an operator writes: strict YAML, JSON Schemas, and
+the roles' own argument specs.
+
+The schemas live in vfleet/schemas/ so that editors can use them too. A failure becomes one
+UserError line: the file, where in it, what is wrong, and what the value should be (the
+failing property's `description`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vfleet.errors import UserError
+
+SCHEMA_DIR = Path(__file__).parent / "schemas"
+
+
+@dataclass(frozen=True)
+class Vaulted:
+    """A `!vault` value: encrypted with Ansible Vault, decrypted only by Ansible."""
+
+    ciphertext: str
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice (PyYAML keeps the last one silently, which
+    turns a duplicated host into a missing one) and reads Ansible's `!vault` tag."""
+
+
+def _mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"{key!r} appears twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1})",
+                key_node.start_mark,
+            )
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+def _vault(loader: _StrictLoader, node: yaml.Node) -> Vaulted:
+    return Vaulted(str(loader.construct_scalar(node)))  # type: ignore[arg-type]
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+_StrictLoader.add_constructor("!vault", _vault)
+_StrictLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+
+
+def load_yaml(path: Path, what: str) -> Any:
+    """Read one YAML file strictly; `what` names it in the error ("inventory", ...)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise UserError(f"{what} {path} is missing") from None
+    except OSError as exc:
+        raise UserError(f"cannot read {what} {path}: {exc.strerror}") from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{path}{where}: {problem}: fix the YAML") from None
+
+
+@cache
+def schema(name: str) -> dict[str, Any]:
+    return json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())
+
+
+def _to_json(value: Any) -> Any:
+    """YAML values as JSON Schema sees them; a vaulted value is an opaque string."""
+    if isinstance(value, Vaulted):
+        return "<vaulted>"
+    if isinstance(value, dict):
+        return {str(k): _to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_to_json(v) for v in value]
+    return value
+
+
+def _described(root: dict[str, Any], schema_path: list[Any]) -> str:
+    """The description of the innermost schema node on the failing path."""
+    node: Any = root
+    found = ""
+    for step in schema_path:
+        if isinstance(node, dict) and isinstance(node.get("$ref"), str):
+            node = _resolve(root, node["$ref"])
+        try:
+            node = node[step]
+        except (KeyError, IndexError, TypeError):
+            break
+        if isinstance(node, dict) and node.get("description"):
+            found = node["description"]
+    return found
+
+
+def _resolve(root: dict[str, Any], ref: str) -> Any:
+    node: Any = root
+    for part in ref.removeprefix("#/").split("/"):
+        node = node[part]
+    return node
+
+
+def check(instance: Any, name: str, source: str) -> None:
+    """Validate against vfleet/schemas/<name>.schema.json; one line on the first problem."""
+    import jsonschema
+
+    root = schema(name)
+    validator = jsonschema.Draft202012Validator(root)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(_to_json(instance)))
+    if error is None:
+        return
+    where = ".".join(str(p) for p in error.absolute_path) or "top level"
+    hint = _described(root, list(error.absolute_schema_path)[:-1])
+    message = error.message
+    if error.validator == "additionalProperties" and "vfleet_" in message:
+        message += " (a misspelt vfleet_ variable?)"
+    raise UserError(f"{source}: {where}: {message}" + (f"; expected {hint}" if hint else ""))
+
+
+# ---- role variables, checked with the roles' own meta/argument_specs.yml --------------------
+
+_TEMPLATE = re.compile(r"{{|{%")
+_BOOL_WORDS = {"yes", "no", "true", "false", "on", "off", "1", "0", "y", "n"}
+
+
+@dataclass(frozen=True)
+class RoleOption:
+    role: str
+    type: str
+    elements: str | None
+    choices: tuple[Any, ...]
+
+
+@cache
+def role_options(roles_dir: Path) -> dict[str, RoleOption]:
+    """Every role variable the bundle's roles declare, from meta/argument_specs.yml."""
+    options: dict[str, RoleOption] = {}
+    for spec_file in sorted(roles_dir.glob("*/meta/argument_specs.yml")):
+        role = spec_file.parent.parent.name
+        specs = yaml.safe_load(spec_file.read_text()) or {}
+        for entry in (specs.get("argument_specs") or {}).values():
+            for name, opt in (entry.get("options") or {}).items():
+                options[name] = RoleOption(
+                    role,
+                    str(opt.get("type", "str")),
+                    opt.get("elements"),
+                    tuple(opt.get("choices") or ()),
+                )
+    return options
+
+
+def _fits(value: Any, kind: str) -> bool:
+    """Whether Ansible's argument-spec validation would accept `value` as `kind` (it converts
+    numbers to strings and numeric/boolean words to int/bool, so this does too)."""
+    if isinstance(value, Vaulted) or (isinstance(value, str) and _TEMPLATE.search(value)):
+        return True  # decrypted or templated by Ansible at run time
+    if kind in ("str", "path"):
+        return isinstance(value, str | int | float) and not isinstance(value, bool)
+    if kind == "int":
+        if isinstance(value, bool):
+            return False
+        return isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit())
+    if kind == "float":
+        if isinstance(value, bool):
+            return False
+        try:
+            float(value)
+        except (TypeError, ValueError):
+            return False
+        return True
+    if kind == "bool":
+        return isinstance(value, bool) or str(value).lower() in _BOOL_WORDS
+    if kind == "list":
+        return isinstance(value, list) or (isinstance(value, str) and "," in value)
+    if kind == "dict":
+        return isinstance(value, dict)
+    return True  # raw, any
+
+
+def check_role_vars(values: dict[str, Any], roles_dir: Path, source: str) -> None:
+    """Check each role variable in `values` against the role that declares it."""
+    options = role_options(roles_dir)
+    for name, value in values.items():
+        opt = options.get(name)
+        if opt is None:
+            continue
+        shown = "<vaulted>" if isinstance(value, Vaulted) else repr(value)
+        if not _fits(value, opt.type):
+            raise UserError(
+                f"{source}: {name} must be a {opt.type} (role {opt.role}), got {shown}: "
+                f"see ansible/roles/{opt.role}/README.md"
+            )
+        if opt.type == "list" and opt.elements and isinstance(value, list):
+            for item in value:
+                if not _fits(item, opt.elements):
+                    raise UserError(
+                        f"{source}: every item of {name} must be a {opt.elements} "
+                        f"(role {opt.role}), got {item!r}"
+                    )
+        plain = isinstance(value, str | int) and not _TEMPLATE.search(str(value))
+        if opt.choices and plain and value not in opt.choices:
+            raise UserError(
+                f"{source}: {name} is {shown}; role {opt.role} accepts "
+                f"{', '.join(map(str, opt.choices))}"
+            )

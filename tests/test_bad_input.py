@@ -1,0 +1,331 @@
+"""Bad input is refused before any host is touched: exit code 2 and one line that says what
+is wrong and what to do. Each case breaks one thing in a copy of a real environment
+(inventories/prod or local) and checks `vfleet validate`, and `vfleet deploy` itself for a
+sample, which must stop before it runs a single command."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vfleet import pipeline
+from vfleet.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+VFLEET = [sys.executable, "-m", "vfleet.cli"]
+
+
+def _copy_env(tmp_path: Path, env: str) -> Path:
+    """A repository-shaped tree with a copy of one environment's inventory."""
+    root = tmp_path / "repo"
+    shutil.copytree(REPO / "inventories" / env, root / "inventories" / env)
+    (root / "ansible").mkdir(parents=True)
+    (root / "ansible" / "roles").symlink_to(REPO / "ansible" / "roles")
+    return root
+
+
+def _edit_yaml(path: Path, change) -> None:
+    doc = yaml.safe_load(path.read_text())
+    change(doc)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _validate(inventory: Path, env: str = "prod", **env_vars: str):
+    environ = {k: v for k, v in os.environ.items() if k != "ANSIBLE_VAULT_PASSWORD_FILE"}
+    environ.update(env_vars)
+    return subprocess.run(
+        [*VFLEET, "validate", "--env", env, "--inventory", str(inventory)],
+        capture_output=True,
+        text=True,
+        env=environ,
+        check=False,
+    )
+
+
+def _refused(out: subprocess.CompletedProcess, needle: str) -> None:
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert "Traceback" not in out.stderr
+    assert needle in lines[0], lines[0]
+
+
+def _group_vars(doc_change):
+    return lambda root: _edit_yaml(root / "inventories/prod/group_vars/all.yml", doc_change)
+
+
+def _hosts(doc_change):
+    return lambda root: _edit_yaml(root / "inventories/prod/hosts.yml", doc_change)
+
+
+def _two_hosts(doc: dict) -> None:
+    doc["all"]["children"]["gpu_hosts"] = {
+        "hosts": {
+            "gpu-01": {
+                "ansible_host": "10.0.0.1",
+                "vfleet_gpus": 8,
+                "vfleet_gpu": "H200-SXM-141GB",
+            },
+            "gpu-02": {
+                "ansible_host": "10.0.0.2",
+                "vfleet_gpus": 8,
+                "vfleet_gpu": "H200-SXM-141GB",
+            },
+        }
+    }
+
+
+def _host_var(name: str, value) -> callable:
+    def change(doc: dict) -> None:
+        _two_hosts(doc)
+        doc["all"]["children"]["gpu_hosts"]["hosts"]["gpu-02"][name] = value
+
+    return change
+
+
+GROUP_VARS_CASES = [
+    ("no model", lambda d: d.pop("vfleet_model"), "vfleet_model is not set"),
+    ("port is a word", lambda d: d.update(vfleet_wheelhouse_port="eighty"), "is not of type"),
+    ("port zero", lambda d: d.update(vfleet_wheelhouse_port=0), "less than the minimum of 1"),
+    (
+        "negative context",
+        lambda d: d.update(vfleet_plan_overrides={"max_model_len": -5}),
+        "max_model_len: -5 is less than the minimum of 1",
+    ),
+    (
+        "override typo",
+        lambda d: d.update(vfleet_plan_overrides={"max_modle_len": 5}),
+        "'max_modle_len' was unexpected",
+    ),
+    ("variable typo", lambda d: d.update(vfleet_modle="x"), "a misspelt vfleet_ variable"),
+    ("old vLLM", lambda d: d.update(vfleet_vllm_version="0.4.0"), "outside the supported range"),
+    ("future vLLM", lambda d: d.update(vfleet_vllm_version="0.40.0"), "outside the supported"),
+    ("version as float", lambda d: d.update(vfleet_vllm_version=0.11), "is not of type 'string'"),
+    ("kv dtype", lambda d: d.update(vfleet_kv_cache_dtype="int4"), "'int4' is not one of"),
+    ("unknown GPU", lambda d: d.update(vfleet_expect_gpu="H900"), "unknown GPU 'H900'"),
+    ("zero GPUs", lambda d: d.update(vfleet_expect_gpus_per_host=0), "minimum of 1"),
+    ("negative GPUs", lambda d: d.update(vfleet_expect_gpus_per_host=-8), "minimum of 1"),
+    ("relative model dir", lambda d: d.update(vfleet_model_dir_on_hosts="models/x"), "absolute"),
+    ("extra arg", lambda d: d.update(vfleet_render_extra_args=["enforce-eager"]), "does not match"),
+    ("no workload file", lambda d: d.update(vfleet_workload="mine.yaml"), "neither a preset"),
+    ("clear token", lambda d: d.update(vllm_hf_token="hf_abc"), "vllm_hf_token is in clear text"),
+    (
+        "role bool",
+        lambda d: d.update(topology_probe_iperf3="maybe"),
+        "topology_probe_iperf3 must be a bool (role topology_probe)",
+    ),
+    (
+        "role int",
+        lambda d: d.update(vllm_launch_health_timeout_s="soon"),
+        "vllm_launch_health_timeout_s must be a int (role vllm_launch)",
+    ),
+    ("role str", lambda d: d.update(nvidia_driver_version=["580"]), "must be a str"),
+    (
+        "role list items",
+        lambda d: d.update(vllm_constraints=[{"torch": "2"}]),
+        "every item of vllm_constraints must be a str",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [pytest.param(c, n, id=i) for i, c, n in GROUP_VARS_CASES],
+)
+def test_bad_group_vars(tmp_path, change, needle):
+    root = _copy_env(tmp_path, "prod")
+    _group_vars(change)(root)
+    _refused(_validate(root / "inventories/prod"), needle)
+
+
+INVENTORY_CASES = [
+    ("same address twice", _host_var("ansible_host", "10.0.0.1"), "are both 10.0.0.1:22"),
+    ("port out of range", _host_var("ansible_port", 70000), "ansible_port: 70000 is greater"),
+    ("bad address", _host_var("ansible_host", "gpu 02!"), "ansible_host: 'gpu 02!' does not"),
+    ("zero GPUs", _host_var("vfleet_gpus", 0), "vfleet_gpus: 0 is less than the minimum of 1"),
+    ("negative GPUs", _host_var("vfleet_gpus", -8), "vfleet_gpus: -8 is less than the minimum"),
+    ("unknown GPU", _host_var("vfleet_gpu", "H900"), "host gpu-02: unknown GPU 'H900'"),
+    (
+        "missing role group",
+        lambda d: d["all"]["children"].pop("vllm_launch"),
+        "group vllm_launch is missing",
+    ),
+    (
+        "typo in a group",
+        lambda d: d["all"]["children"].update(gpu_hosts={"host": {"gpu-01": {}}}),
+        "'host' was unexpected",
+    ),
+    ("no all group", lambda d: d.update(every=d.pop("all")), "'all' is a required property"),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [pytest.param(c, n, id=i) for i, c, n in INVENTORY_CASES],
+)
+def test_bad_inventories(tmp_path, change, needle):
+    root = _copy_env(tmp_path, "prod")
+    _hosts(change)(root)
+    _refused(_validate(root / "inventories/prod"), needle)
+
+
+def test_a_host_listed_twice_is_refused_not_merged(tmp_path):
+    root = _copy_env(tmp_path, "prod")
+    hosts = root / "inventories/prod/hosts.yml"
+    text = hosts.read_text().replace(
+        "    gpu_hosts: {}",
+        "    gpu_hosts:\n      hosts:\n"
+        "        gpu-01: {ansible_host: 10.0.0.1}\n"
+        "        gpu-01: {ansible_host: 10.0.0.2}",
+    )
+    hosts.write_text(text)
+    _refused(_validate(root / "inventories/prod"), "'gpu-01' appears twice (lines")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("vfleet_model: [unclosed\n", "fix the YAML"),
+        ("- a\n- list\n", "must be a mapping of variable: value"),
+        ("vfleet_model: a\nvfleet_model: b\n", "'vfleet_model' appears twice"),
+    ],
+)
+def test_group_vars_that_are_not_a_mapping_of_variables(tmp_path, text, needle):
+    root = _copy_env(tmp_path, "prod")
+    (root / "inventories/prod/group_vars/all.yml").write_text(text)
+    _refused(_validate(root / "inventories/prod"), needle)
+
+
+VAULTED = (
+    "vllm_hf_token: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6162636465666768696a6b6c6d6e6f70\n"
+)
+
+
+def test_vaulted_values_need_a_password_source(tmp_path):
+    root = _copy_env(tmp_path, "prod")
+    (root / "inventories/prod/group_vars/all.yml").open("a").write(VAULTED)
+    _refused(_validate(root / "inventories/prod"), "export ANSIBLE_VAULT_PASSWORD_FILE")
+    password = tmp_path / "vault-pass"
+    password.write_text("not-a-real-password\n")
+    password.chmod(0o644)
+    out = _validate(root / "inventories/prod", ANSIBLE_VAULT_PASSWORD_FILE=str(password))
+    _refused(out, f"chmod 600 {password}")
+    password.chmod(0o600)
+    out = _validate(root / "inventories/prod", ANSIBLE_VAULT_PASSWORD_FILE=str(password))
+    assert out.returncode == 0, out.stderr
+    assert "vaulted values yes" in out.stdout
+
+
+def test_the_shipped_environments_are_valid():
+    for env in ("local", "staging", "prod"):
+        out = _validate(REPO / "inventories" / env, env=env)
+        assert out.returncode == 0, (env, out.stderr)
+
+
+# ---- deploy stops before it runs anything ----------------------------------------------------
+
+
+@pytest.fixture
+def no_commands(monkeypatch):
+    """Fail the test if the pipeline starts any process (Terraform, Ansible, ssh)."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a command ran before the input was checked: {args[0]!r}")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    monkeypatch.setattr(subprocess, "run", refuse)
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        (_group_vars(lambda d: d.update(vfleet_vllm_version="0.4.0")), "outside the supported"),
+        (_hosts(_host_var("vfleet_gpus", 0)), "minimum of 1"),
+        (_group_vars(lambda d: d.update(vllm_launch_api_key="sk-123")), "in clear text"),
+    ],
+)
+def test_deploy_refuses_before_touching_anything(tmp_path, no_commands, change, needle):
+    root = _copy_env(tmp_path, "prod")
+    change(root)
+    with pytest.raises(UserError, match=needle.replace("(", r"\(")):
+        pipeline.deploy("prod", root=root)
+
+
+def test_api_key_file_must_be_private(tmp_path):
+    root = _copy_env(tmp_path, "prod")
+    key = tmp_path / "api-key"
+    key.write_text("sk-test\n")
+    key.chmod(0o644)
+    _group_vars(lambda d: d.update(vfleet_api_key_file=str(key)))(root)
+    with pytest.raises(UserError, match=f"chmod 600 {key}"):
+        pipeline.load_context("prod", root=root)
+    key.chmod(0o600)
+    assert pipeline.load_context("prod", root=root).api_key_file == key
+    key.unlink()
+    with pytest.raises(UserError, match="does not exist: create it with mode 0600"):
+        pipeline.load_context("prod", root=root)
+
+
+def test_local_default_makes_its_api_key_private(tmp_path):
+    root = _copy_env(tmp_path, "local")
+    ctx = pipeline.load_context("local", root=root)
+    assert ctx.api_key_file == root / ".secrets/local/api-key"
+    assert ctx.api_key_file.stat().st_mode & 0o777 == 0o600
+    assert len(ctx.api_key_file.read_text().strip()) >= 32
+    again = pipeline.load_context("local", root=root)
+    assert again.api_key_file.read_text() == ctx.api_key_file.read_text()  # kept, not remade
+
+
+def test_prod_hosts_must_be_in_the_managed_known_hosts(tmp_path):
+    root = _copy_env(tmp_path, "prod")
+    _hosts(_two_hosts)(root)
+    ctx = pipeline.load_context("prod", root=root)
+    with pytest.raises(UserError, match=r"gpu-01 \(10.0.0.1\), gpu-02 \(10.0.0.2\) not in"):
+        pipeline.check_hosts(ctx)
+    keys = root / "inventories/prod/known_hosts"
+    keys.write_text(
+        "10.0.0.1 ssh-ed25519 "
+        "AAAAC3NzaC1lZDI1NTE5AAAAIBWGxj1rY0DkGhxqjQ8dFq9oX3X8k1X8nX9uXq2L3tQp\n"
+    )
+    with pytest.raises(UserError, match=r"^gpu-02 \(10.0.0.2\) not in .*make known-hosts ENV=prod"):
+        pipeline.check_hosts(ctx)
+    _group_vars(lambda d: d.update(ansible_ssh_common_args="-o StrictHostKeyChecking=no"))(root)
+    with pytest.raises(UserError, match="host key checking is off for prod"):
+        pipeline.check_hosts(pipeline.load_context("prod", root=root))
+
+
+def test_prod_with_no_hosts_after_provisioning_is_refused(tmp_path):
+    root = _copy_env(tmp_path, "prod")
+    ctx = pipeline.load_context("prod", root=root)
+    with pytest.raises(UserError, match="no hosts in gpu_hosts"):
+        pipeline.check_hosts(ctx)
+
+
+# ---- facts and plans ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "is not JSON"),
+        (json.dumps([1, 2]), "one JSON object per host"),
+    ],
+)
+def test_malformed_facts_exit_2(tmp_path, content, needle):
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    (facts / "gpu-01.json").write_text(content)
+    out = subprocess.run(
+        [*VFLEET, "plan", "--cluster", str(facts), "--model", "meta-llama/Llama-3.1-8B-Instruct"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    _refused(out, needle)
