@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vfleet import pipeline
+from vfleet import envcheck, pipeline
 from vfleet.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -329,3 +329,26 @@ def test_malformed_facts_exit_2(tmp_path, content, needle):
         check=False,
     )
     _refused(out, needle)
+
+
+# ---- probed hardware against the inventory ----------------------------------------------------
+
+
+def _host(name: str, **hostvars) -> envcheck.Host:
+    return envcheck.Host(name, name, 22, "hosts.yml", frozenset({"gpu_hosts"}), hostvars)
+
+
+def test_a_host_that_lost_a_gpu_is_named():
+    nodes = [("gpu-01", "H200-SXM-141GB", 8), ("gpu-02", "H200-SXM-141GB", 7)]
+    hosts = [_host("gpu-01", vfleet_gpus=8), _host("gpu-02", vfleet_gpus=8)]
+    with pytest.raises(UserError, match="host gpu-02: the probe found 7 GPUs, the inventory"):
+        envcheck.check_probed_hardware(nodes, None, None, hosts)
+    with pytest.raises(UserError, match="host gpu-02: the probe found 7 GPUs"):
+        envcheck.check_probed_hardware(nodes, None, 8, [])
+    envcheck.check_probed_hardware(nodes[:1], "NVIDIA H200", 8, hosts)
+
+
+def test_a_host_with_another_gpu_model_is_named():
+    nodes = [("gpu-01", "H100-SXM-80GB", 8)]
+    with pytest.raises(UserError, match="found H100-SXM-80GB, the inventory expects H200"):
+        envcheck.check_probed_hardware(nodes, "H200-SXM-141GB", None, [])

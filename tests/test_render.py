@@ -8,6 +8,10 @@ from pathlib import Path
 import pytest
 from render_cases import CASES, GOLDEN, ONE_H100_X4, TWO_H100_ETH, render_case, run_vfleet
 
+from vfleet.cluster import load_cluster
+from vfleet.flags import flag_set
+from vfleet.render import RenderOptions, render, render_files
+
 
 def _tree(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
@@ -134,16 +138,33 @@ def test_dcp_before_0_10_2_is_refused(tmp_path):
     ("edit", "needle"),
     [
         (lambda d: d["hosts"][0].update(host="gpu-z"), "which the cluster does not have"),
+        (lambda d: d["hosts"][0]["engines"]["0"][0].update(gpu=9), "has 4 GPUs"),
+        (lambda d: d["hosts"][0]["engines"]["0"][1].update(gpu=0), "one GPU of host"),
         (
-            lambda d: d["hosts"][0]["engines"]["0"].extend(
-                [{"gpu": 8 + i, "tp_rank": 0, "pp_rank": 0, "dp_rank": 0} for i in range(8)]
+            lambda d: d["hosts"][0]["engines"]["0"].append(
+                {"gpu": 3, "tp_rank": 0, "pp_rank": 0, "dp_rank": 0}
             ),
-            "has 4 GPUs",
+            "has rank tp0 pp0 dp0 twice",
         ),
+        (lambda d: d["hosts"][0]["engines"]["0"].pop(), "not the 4 of TP x PP x DP"),
+        (lambda d: d["hosts"][0]["engines"]["0"][0].update(tp_rank=-1), "minimum of 0"),
+        (lambda d: d["hosts"][0]["engines"]["0"][0].pop("gpu"), "'gpu' is a required"),
         (lambda d: d.update(vllm_version="0.2.0"), "outside the supported range"),
-        (lambda d: d.update(max_num_seqs=0), "positive integer"),
-        (lambda d: d.pop("hosts"), "lacks hosts"),
-        (lambda d: d.update(gpu_memory_utilization=1.5), "gpu_memory_utilization"),
+        (lambda d: d.update(vllm_version="latest"), "does not match"),
+        (lambda d: d.update(max_num_seqs=0), "max_num_seqs: 0 is less than the minimum of 1"),
+        (lambda d: d.update(max_model_len="4k"), "max_model_len: '4k' is not of type"),
+        (lambda d: d.update(tensor_parallel_size=2.5), "tensor_parallel_size: 2.5 is not"),
+        (lambda d: d.update(max_num_batched_tokens=8, max_num_seqs=64), "is below max_num_seqs"),
+        (
+            lambda d: d.update(enable_chunked_prefill=False, max_num_batched_tokens=512),
+            "without chunked prefill",
+        ),
+        (lambda d: d.update(kv_cache_dtype="int3"), "kv_cache_dtype: 'int3' is not one of"),
+        (lambda d: d.update(block_size=17), "block_size: 17 is not one of"),
+        (lambda d: d.pop("hosts"), "'hosts' is a required property"),
+        (lambda d: d.update(hosts=[]), "hosts: [] should be non-empty"),
+        (lambda d: d.update(gpu_memory_utilization=1.5), "gpu_memory_utilization: 1.5 is greater"),
+        (lambda d: d.update(gpu_memory_utilization=0), "gpu_memory_utilization: 0 is less than"),
     ],
 )
 def test_bad_plans_exit_2_with_one_line(tmp_path, edit, needle):
@@ -196,3 +217,97 @@ def test_flag_registry_matches_the_release_history():
     assert flag_set("0.33.0").has("--disable-chunked-prefill")  # 0.33's negative form
     # A release between two recorded ones takes the older record.
     assert flag_set("0.16.0").version == "0.15.1"
+
+
+HARDENING = (
+    "NoNewPrivileges=yes",
+    "ProtectSystem=strict",
+    "ProtectHome=yes",
+    "ReadWritePaths=/var/lib/vllm",
+    "PrivateTmp=yes",
+    "ProtectKernelTunables=yes",
+    "ProtectKernelModules=yes",
+    "ProtectControlGroups=yes",
+    "RestrictSUIDSGID=yes",
+    "LockPersonality=yes",
+    "CapabilityBoundingSet=",
+)
+
+
+def _directives(unit: str) -> set[str]:
+    return {line for line in unit.splitlines() if line and not line.startswith(("#", " "))}
+
+
+def test_every_unit_is_hardened_but_keeps_the_gpus(tmp_path):
+    for case in CASES:
+        out = render_case(case, tmp_path / case.name)
+        units = sorted(out.rglob("*.service"))
+        assert units, case.name
+        for unit in units:
+            lines = _directives(unit.read_text())
+            assert set(HARDENING) <= lines, (case.name, unit.name)
+            assert "User=vllm" in lines
+            # /dev/nvidia* and /dev/infiniband/* must stay reachable: no closed device list.
+            closed = ("PrivateDevices=", "ProtectClock=", "DevicePolicy=", "DeviceAllow=")
+            assert not any(line.startswith(closed) for line in lines), unit
+
+
+def test_ray_mode_shares_the_ray_units_tmp(tmp_path):
+    out = render_case(next(c for c in CASES if c.name == "ray-tp8-pp2"), tmp_path)
+    unit = (out / "gpu-a/engine-0/vfleet-vllm-engine-0.service").read_text()
+    assert "JoinsNamespaceOf=vfleet-ray-engine-0.service" in unit
+
+
+def test_paths_under_home_keep_home_read_only_instead_of_hidden(tmp_path):
+    cluster_file = tmp_path / "c.yaml"
+    cluster_file.write_text(ONE_H100_X4)
+    cluster = load_cluster(cluster_file)
+    ranks = [{"gpu": g, "tp_rank": g, "pp_rank": 0, "dp_rank": 0} for g in range(4)]
+    plan = {
+        "model": "m",
+        "vllm_version": "0.32.0",
+        "tensor_parallel_size": 4,
+        "pipeline_parallel_size": 1,
+        "data_parallel_size": 1,
+        "max_model_len": 4096,
+        "gpu_memory_utilization": 0.9,
+        "max_num_seqs": 8,
+        "max_num_batched_tokens": 2048,
+        "kv_cache_dtype": "auto",
+        "hosts": [{"host": "gpu-a", "engines": {"0": ranks}}],
+    }
+    flags = flag_set("0.32.0")
+    for home, model, protect in (
+        ("/home/vllm", "/srv/models/m", "read-only"),
+        ("/srv/vllm-home", "/srv/models/m", "yes"),
+        ("/srv/vllm-home", "/home/alice/models/m", "read-only"),  # the model must stay readable
+    ):
+        opts = RenderOptions(model_path=model, served_model_name="m", service_home=home)
+        files = render_files(render(plan, cluster, opts, flags), opts, flags, plan)
+        lines = _directives(files["gpu-a/engine-0/vfleet-vllm-engine-0.service"])
+        assert {f"ProtectHome={protect}", f"ReadWritePaths={home}"} <= lines
+
+
+def test_bootstrap_binds_to_the_private_addresses(tmp_path):
+    """Every multi-host mode points its bootstrap at the head's private address and each
+    host at its own; the API binds to the private address, never to every interface."""
+    own = {"gpu-a": "10.20.0.11", "gpu-b": "10.20.0.12"}
+    for name, head_flag in (
+        ("mp-tp8-pp2", "--master-addr"),
+        ("dp16-ep", "--data-parallel-address"),
+    ):
+        out = render_case(next(c for c in CASES if c.name == name), tmp_path / name)
+        for host, address in own.items():
+            argv = json.loads((out / host / "engine-0/command.json").read_text())
+            assert argv[argv.index(head_flag) + 1] == own["gpu-a"], (name, host)
+            assert f"VLLM_HOST_IP={address}" in (out / host / "engine-0/vllm.env").read_text()
+            assert "0.0.0.0" not in argv
+            if "--host" in argv:
+                assert argv[argv.index("--host") + 1] == address
+    out = render_case(next(c for c in CASES if c.name == "ray-tp8-pp2"), tmp_path / "ray")
+    for host, address in own.items():
+        unit = (out / host / "engine-0/vfleet-ray-engine-0.service").read_text()
+        assert f"--node-ip-address={address}" in unit
+        assert "0.0.0.0" not in unit
+    head = (out / "gpu-a/engine-0/vfleet-ray-engine-0.service").read_text()
+    assert "--dashboard-host=127.0.0.1" in head

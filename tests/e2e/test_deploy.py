@@ -1,56 +1,19 @@
-"""`make deploy` then `make destroy` on the local default, for real: two test hosts, the
-whole Ansible rollout, a real vLLM CPU engine per host, the load test and the report; then
-a second deploy that must change and restart nothing; then destroy, which must leave
-nothing behind. Slow (about 8 minutes on 2 cores); CI runs it, never skips it."""
+"""`make deploy` on the local default, for real: two test hosts, the whole Ansible rollout, a
+real vLLM CPU engine per host, the load test and the report; then a second deploy that must
+change and restart nothing. The deployment is conftest.py's, shared with the fault tests
+and removed by test_destroy.py. Slow (about 7 minutes on 2 cores); CI runs it, never
+skips it."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
+from .deployment import ARTIFACTS, make, recaps
+
 pytestmark = pytest.mark.testbed
-
-REPO = Path(__file__).resolve().parents[2]
-ARTIFACTS = REPO / "artifacts" / "local"
-
-
-def _require_root_and_nspawn() -> None:
-    ok = os.geteuid() == 0 and shutil.which("systemd-nspawn") is not None
-    if ok:
-        return
-    reason = "make deploy needs root and systemd-nspawn (test hosts)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: never skipped)", pytrace=False)
-    pytest.skip(reason)
-
-
-def _make(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["make", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-def _recaps(log: Path) -> dict[str, int]:
-    """host -> changed count from an ansible-playbook log's PLAY RECAP."""
-    return {
-        m.group(1): int(m.group(2))
-        for m in re.finditer(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", log.read_text(), re.M)
-    }
-
-
-@pytest.fixture(scope="module")
-def deployed():
-    _require_root_and_nspawn()
-    _make("destroy")  # a clean start, whatever an earlier run left
-    first = _make("deploy")
-    yield first
-    _make("destroy")
 
 
 def test_first_deploy_goes_all_the_way(deployed):
@@ -91,27 +54,9 @@ def test_first_deploy_goes_all_the_way(deployed):
 
 def test_second_deploy_changes_and_restarts_nothing(deployed):
     assert deployed.returncode == 0
-    second = _make("deploy")
+    second = make("deploy")
     assert second.returncode == 0, second.stdout[-3000:]
     for book in ("standins-local", "site", "launch", "loadtest"):
-        recaps = _recaps(ARTIFACTS / "logs" / f"{book}.log")
-        assert recaps and set(recaps.values()) == {0}, (book, recaps)
+        changed = recaps(ARTIFACTS / "logs" / f"{book}.log")
+        assert changed and set(changed.values()) == {0}, (book, changed)
     assert "reusing artifacts/local/facts" in second.stdout
-
-
-def test_destroy_leaves_nothing(deployed):
-    assert deployed.returncode == 0
-    out = _make("destroy")
-    assert out.returncode == 0, out.stdout[-2000:]
-    status = subprocess.run(
-        [str(REPO / ".venv" / "bin" / "testbed"), "status"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert "no testbeds" in status.stdout
-    assert not ARTIFACTS.exists()
-    netns = subprocess.run(
-        ["ip", "netns", "list"], capture_output=True, text=True, check=False
-    ).stdout
-    assert "vtb.local" not in netns

@@ -124,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
         ("destroy", "remove everything a deploy made"),
         ("probe", "provision, install and probe only"),
         ("plan-env", "plan and render from the probed facts; no host changes"),
+        ("restart", "restart every engine, one host at a time (the others keep serving)"),
     ):
         p = sub.add_parser(name, help=text)
         p.add_argument("--env", default="local", help="local | staging | prod")
@@ -532,19 +533,20 @@ def cmd_known_hosts(args: argparse.Namespace) -> int:
     if args.env not in ("staging", "prod"):
         raise UserError("--env must be staging or prod: the local testbed checks no host keys")
     ctx = pipeline.load_context(args.env)
-    docs = [
-        (str(ctx.inventory / "hosts.yml"), envcheck.read_inventory(ctx.inventory / "hosts.yml"))
-    ]
-    if (ctx.artifacts / "hosts.yml").is_file():
-        docs.append(
-            (str(ctx.artifacts / "hosts.yml"), envcheck.read_inventory(ctx.artifacts / "hosts.yml"))
-        )
-    hosts = [h for h in envcheck.check_inventories(docs, args.env, True) if "gpu_hosts" in h.groups]
+    docs = pipeline.inventory_docs(ctx)
+    checked = envcheck.check_inventories(docs, args.env, True)
+    hosts = [h for h in checked if "gpu_hosts" in h.groups]
     path = pipeline.known_hosts_file(ctx)
     for line in known_hosts.scan(path, hosts):
         print(line)
     print(f"{len(hosts)} host(s) recorded in {path}: compare the fingerprints above with each host")
     return 0
+
+
+def cmd_restart(args: argparse.Namespace) -> int:
+    from vfleet import pipeline
+
+    return pipeline.restart(args.env)
 
 
 def cmd_models(_args: argparse.Namespace) -> int:
@@ -573,6 +575,7 @@ COMMANDS = {
     "destroy": cmd_destroy,
     "probe": cmd_probe,
     "plan-env": cmd_plan_env,
+    "restart": cmd_restart,
     "validate": cmd_validate,
     "known-hosts": cmd_known_hosts,
     "models": cmd_models,

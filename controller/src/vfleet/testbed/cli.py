@@ -1,7 +1,10 @@
 """`testbed`: systemd-nspawn test hosts in private network namespaces, for the Ansible roles.
 
     testbed up N --profile P [--name NAME] [--shape ethernet|infiniband|none] [--hosts a,b]
+               [--bind-ro SRC[:DST] ...]
     testbed down [--name NAME | --all]
+    testbed stop [--name NAME] HOST      power one host off
+    testbed start [--name NAME] HOST     power it on again (it boots blank)
     testbed status [--name NAME] [--json]
     testbed image [--rebuild]
 
@@ -49,11 +52,26 @@ def _parser() -> argparse.ArgumentParser:
     p_up.add_argument("--shape", help="link shape (default: the profile's)")
     p_up.add_argument("--rate-mbit", type=int, help="override the shape's rate (Mbit/s)")
     p_up.add_argument("--hosts", help="comma-separated host names (default h1..hN)")
+    p_up.add_argument(
+        "--bind-ro",
+        action="append",
+        default=[],
+        metavar="SRC[:DST]",
+        help="bind a path of this machine read-only into every host, at DST (default: the "
+        "same path); repeatable",
+    )
     p_up.add_argument("--json", action="store_true", help="print the testbed's state as JSON")
     p_down = sub.add_parser("down", help="stop the hosts and remove everything the testbed made")
     which = p_down.add_mutually_exclusive_group()
     which.add_argument("--name", default=machines.DEFAULT_NAME, help="testbed name (default tb)")
     which.add_argument("--all", action="store_true", help="every testbed on this machine")
+    for verb, text in (
+        ("stop", "power one host off (what ran on it and its overlay are lost)"),
+        ("start", "power a stopped host on again (it boots the base image afresh)"),
+    ):
+        p_power = sub.add_parser(verb, help=text)
+        p_power.add_argument("host", help="host name, e.g. h2")
+        p_power.add_argument("--name", default=machines.DEFAULT_NAME, help="testbed name")
     p_status = sub.add_parser("status", help="list testbeds and their hosts")
     p_status.add_argument("--name", help="only this testbed")
     p_status.add_argument("--json", action="store_true")
@@ -73,6 +91,9 @@ def _print_up(tb: machines.Testbed) -> None:
     )
     for h in tb.hosts:
         print(f"  {h.name:<14} {h.address:<14} {h.system_state}")
+    for bind in tb.bind_ro:
+        src, _, dst = bind.partition(":")
+        print(f"read-only   {src} -> {dst}" if src != dst else f"read-only   {src}")
     print(f"inventory   {tb.inventory}")
     print(f"ssh config  {tb.ssh_config}    (ssh -F {tb.ssh_config} {tb.hosts[0].name})")
 
@@ -88,8 +109,20 @@ def _print_status(entries: list[dict[str, object]]) -> None:
             f"{e['name']}: {e['state']}, {e['profile']}, links {e['shape']}, "
             f"inventory {e['inventory']}"
         )
+        for bind in e.get("bind_ro") or []:  # type: ignore[attr-defined]
+            print(f"  read-only bind {bind}")
         for h in e["hosts"]:  # type: ignore[attr-defined]
             print(f"  {h['name']:<14} {h['address']:<14} {'up' if h['alive'] else 'down'}")
+
+
+def _power(command: str, name: str, host: str) -> None:
+    machines.check_machine(need_debootstrap=False)
+    if command == "stop":
+        was_on = machines.stop_host(name, host)
+        print(f"testbed {name}: {host} {'powered off' if was_on else 'was off already'}")
+    else:
+        h = machines.start_host(name, host)
+        print(f"testbed {name}: {h.name} {h.address} {h.system_state} (booted blank)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,7 +130,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         if args.command == "up":
             hosts = [h.strip() for h in args.hosts.split(",")] if args.hosts else None
-            tb = machines.up(args.count, args.profile, args.name, args.shape, hosts, args.rate_mbit)
+            tb = machines.up(
+                args.count,
+                args.profile,
+                args.name,
+                args.shape,
+                hosts,
+                args.rate_mbit,
+                args.bind_ro,
+            )
             if args.json:
                 print(json.dumps(tb.to_json(), indent=1))
             else:
@@ -109,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             left = [item for n in names for item in machines.down(n)]
             if left:
                 raise TestbedError(f"left behind: {', '.join(left)}")
+        elif args.command in ("stop", "start"):
+            _power(args.command, args.name, args.host)
         elif args.command == "status":
             entries = machines.status(args.name)
             if args.json:

@@ -5,13 +5,16 @@ A testbed's state lives in `$VFLEET_TESTBED_RUN/<name>/` (default `/run/vfleet-t
 `inventory.yml`, `ssh_config`, `proxy` (the ssh ProxyCommand), `gpu/` (the profile's
 fixture and the nvidia-smi stand-in, bound read-only into every host) and one boot log per
 host. `state.json` is written before the first host boots and after each one, so `down`
-can clean up after a bring-up that failed half-way.
+can clean up after a bring-up that failed half-way. `--bind-ro SRC[:DST]` binds more paths
+of this machine read-only into every host (a cached venv, a model); the state records them
+as `bind_ro`.
 
 Hosts are `systemd-nspawn --boot --volatile=overlay` processes started in their own session
 (`setsid`), so they hold no terminal and a process group of their own. `down` powers them off
 with SIGTERM, waits, then kills whatever is left by process group and by network namespace,
 deletes the namespaces and the state directory, and checks that no namespace, mount or
-process of the testbed remains.
+process of the testbed remains. `stop_host` and `start_host` power one host off and on again
+(it comes back blank: the overlay was volatile), for fault tests.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ class Testbed:
     ssh_config: str
     proxy: str
     hosts: list[Host] = field(default_factory=list)
+    bind_ro: list[str] = field(default_factory=list)  # "SRC:DST", read-only in every host
     created_at: str = ""
     up_seconds: float | None = None
     image_build_seconds: float | None = None
@@ -203,6 +207,33 @@ def validate(
     return names
 
 
+def parse_bind_ro(specs: list[str]) -> list[str]:
+    """`SRC[:DST]` specs as "SRC:DST" (absolute, normalised); UsageError (exit 2) otherwise."""
+    binds: list[str] = []
+    targets: set[str] = set()
+    gpu = Path(base.GPU_MOUNT)
+    for spec in specs:
+        src, sep, dst = spec.partition(":")
+        dst = dst if sep else src
+        # nspawn reads a further ':' as mount options; paths with one are not worth escaping.
+        if not src or not dst or ":" in dst:
+            raise UsageError(f"bad --bind-ro {spec!r}: want SRC[:DST], paths without ':'")
+        if not (src.startswith("/") and dst.startswith("/")):
+            raise UsageError(f"bad --bind-ro {spec!r}: SRC and DST must be absolute paths")
+        src, dst = os.path.normpath(src), os.path.normpath(dst)
+        if not Path(src).exists():
+            raise UsageError(f"bad --bind-ro {spec!r}: {src} does not exist")
+        target = Path(dst)
+        # The GPU fixture is bound at GPU_MOUNT; a bind on, above or below it would hide it.
+        if dst == "/" or target == gpu or gpu in target.parents or target in gpu.parents:
+            raise UsageError(f"bad --bind-ro {spec!r}: {dst} is / or overlaps {base.GPU_MOUNT}")
+        if dst in targets:
+            raise UsageError(f"bad --bind-ro {spec!r}: another bind already targets {dst}")
+        targets.add(dst)
+        binds.append(f"{src}:{dst}")
+    return binds
+
+
 # --- files the testbed writes ----------------------------------------------------------
 
 
@@ -295,6 +326,7 @@ def _nspawn_argv(tb: Testbed, host: Host) -> list[str]:
         "--link-journal=no",
         # Each host owns its network namespace: the firewall role loads nftables rules there.
         "--capability=CAP_NET_ADMIN",
+        *(f"--bind-ro={bind}" for bind in tb.bind_ro),
         f"--bind-ro={Path(tb.state_dir) / 'gpu'}:{base.GPU_MOUNT}",
     ]
 
@@ -321,8 +353,8 @@ def _log_tail(host: Host) -> str:
     return " | ".join(lines[-3:])
 
 
-def _wait_for_sshd(tb: Testbed, deadline: float) -> None:
-    pending = list(tb.hosts)
+def _wait_for_sshd(tb: Testbed, deadline: float, hosts: list[Host] | None = None) -> None:
+    pending = list(tb.hosts if hosts is None else hosts)
     while pending:
         probes = [
             (
@@ -356,8 +388,9 @@ def _wait_for_sshd(tb: Testbed, deadline: float) -> None:
             time.sleep(0.1)
 
 
-def _wait_for_systemd(tb: Testbed, deadline: float) -> None:
+def _wait_for_systemd(tb: Testbed, deadline: float, hosts: list[Host] | None = None) -> None:
     """Every host's boot finished (`is-system-running --wait`: running or degraded)."""
+    booting = tb.hosts if hosts is None else hosts
     left = max(deadline - time.monotonic(), 5.0)
     procs = [
         (
@@ -370,7 +403,7 @@ def _wait_for_systemd(tb: Testbed, deadline: float) -> None:
                 text=True,
             ),
         )
-        for h in tb.hosts
+        for h in booting
     ]
     failed: list[str] = []
     for h, p in procs:
@@ -398,9 +431,11 @@ def up(
     shape: str | None = None,
     hosts: list[str] | None = None,
     rate_mbit: int | None = None,
+    bind_ro: list[str] | None = None,
 ) -> Testbed:
     """Boot `count` hosts of `profile`; returns the testbed (its state is on disk)."""
     names = validate(count, profile, name, shape, hosts)
+    binds = parse_bind_ro(bind_ro or [])
     if rate_mbit is not None and rate_mbit < 1:
         raise UsageError(f"--rate-mbit must be at least 1 (got {rate_mbit})")
     shape = shape or PROFILES[profile].shape
@@ -439,6 +474,7 @@ def up(
             )
             for i, h in enumerate(names)
         ],
+        bind_ro=binds,
         created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         image_build_seconds=built,
     )
@@ -482,23 +518,35 @@ def _mounts_of(name: str) -> list[str]:
     return found
 
 
+def _power_off(hosts: list[Host]) -> None:
+    """SIGTERM each host's nspawn, wait, then SIGKILL whatever still runs."""
+    for h in hosts:
+        _signal(h.pid or 0, signal.SIGTERM)  # nspawn powers the container off cleanly
+    deadline = time.monotonic() + STOP_DEADLINE_S
+    while any(alive(h.pid, h.start_time) for h in hosts) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for h in hosts:
+        if alive(h.pid, h.start_time):
+            for kid in _children(h.pid or 0):
+                _signal(kid, signal.SIGKILL)  # the container's PID 1 takes its namespace along
+            _signal(h.pid or 0, signal.SIGKILL, group=True)
+
+
+def _forget_machine(host: Host) -> None:
+    """nspawn leaves its per-machine directories behind when killed."""
+    for leftover in ("propagate", "unix-export"):
+        path = Path("/run/systemd/nspawn") / leftover / host.machine
+        if path.is_dir() and not os.path.ismount(path):
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def down(name: str = DEFAULT_NAME) -> list[str]:
     """Stop every host, delete the namespaces and the state; returns what was left (empty)."""
     if not NAME_RE.match(name):
         raise UsageError(f"bad name {name!r}")
     tb = load(name)
     hosts = tb.hosts if tb else []
-    running = [h for h in hosts if alive(h.pid, h.start_time)]
-    for h in running:
-        _signal(h.pid or 0, signal.SIGTERM)  # nspawn powers the container off cleanly
-    deadline = time.monotonic() + STOP_DEADLINE_S
-    while any(alive(h.pid, h.start_time) for h in running) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    for h in running:
-        if alive(h.pid, h.start_time):
-            for kid in _children(h.pid or 0):
-                _signal(kid, signal.SIGKILL)  # the container's PID 1 takes its namespace along
-            _signal(h.pid or 0, signal.SIGKILL, group=True)
+    _power_off([h for h in hosts if alive(h.pid, h.start_time)])
     # Anything still inside the testbed's namespaces (a daemon started with `ip netns exec`,
     # processes of a host whose nspawn died) goes too: only this testbed's processes are there.
     namespaces = network.testbed_netns(name)
@@ -511,11 +559,8 @@ def down(name: str = DEFAULT_NAME) -> list[str]:
         time.sleep(0.1)
     for ns in namespaces:
         network.delete(ns)
-    for h in hosts:  # nspawn leaves its per-machine directories behind when killed
-        for leftover in ("propagate", "unix-export"):
-            path = Path("/run/systemd/nspawn") / leftover / h.machine
-            if path.is_dir() and not os.path.ismount(path):
-                shutil.rmtree(path, ignore_errors=True)
+    for h in hosts:
+        _forget_machine(h)
     for point in reversed(_mounts_of(name)):
         subprocess.run(["umount", "-l", point], capture_output=True, check=False)
     shutil.rmtree(state_dir(name), ignore_errors=True)
@@ -525,6 +570,63 @@ def down(name: str = DEFAULT_NAME) -> list[str]:
     if state_dir(name).exists():
         left.append(f"directory {state_dir(name)}")
     return left
+
+
+# --- power one host off and on ---------------------------------------------------------
+
+
+def _find_host(name: str, host: str) -> tuple[Testbed, Host]:
+    tb = load(name)
+    if tb is None:
+        raise UsageError(f"no testbed {name!r} on this machine; bring it up with `testbed up`")
+    for h in tb.hosts:
+        if h.name == host:
+            return tb, h
+    names = ", ".join(h.name for h in tb.hosts)
+    raise UsageError(f"testbed {name} has no host {host!r} (its hosts: {names})")
+
+
+def stop_host(name: str, host: str) -> bool:
+    """Power one host off; False when it was off already.
+
+    Its processes and its volatile overlay go. Its network namespace stays, as the cable
+    does, with the link down as a powered-off NIC's (peers time out instead of being
+    refused) and no firewall rules (those lived in the host's kernel)."""
+    tb, h = _find_host(name, host)
+    if not alive(h.pid, h.start_time):
+        return False
+    _power_off([h])
+    for pid in network.pids_in(h.netns):
+        _signal(pid, signal.SIGKILL)
+    _forget_machine(h)
+    network.ip("-n", h.netns, "link", "set", "eth0", "down")
+    if shutil.which("nft"):
+        subprocess.run(
+            ["ip", "netns", "exec", h.netns, "nft", "flush", "ruleset"],
+            capture_output=True,
+            check=False,
+        )
+    h.system_state, h.leader_pid = None, None
+    tb.save()
+    return True
+
+
+def start_host(name: str, host: str) -> Host:
+    """Power a stopped host on: it boots the base image afresh, like a reimaged machine
+    (everything installed on it went with its overlay)."""
+    tb, h = _find_host(name, host)
+    if alive(h.pid, h.start_time):
+        raise TestbedError(f"{host} of testbed {name} is already on")
+    if h.netns not in network.testbed_netns(name):
+        raise TestbedError(
+            f"the network of {host} is gone; run `testbed down --name {name}` and `testbed up`"
+        )
+    network.ip("-n", h.netns, "link", "set", "eth0", "up")
+    _boot(tb, h)
+    deadline = time.monotonic() + BOOT_DEADLINE_S
+    _wait_for_sshd(tb, deadline, [h])
+    _wait_for_systemd(tb, deadline, [h])
+    return h
 
 
 # --- status ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""What the vllm, vllm_launch and loadtest roles leave on a testbed host, checked over SSH."""
+"""What the vllm and vllm_launch roles leave on a testbed host, checked over SSH."""
 
 from __future__ import annotations
 
@@ -155,19 +155,3 @@ def test_completion_returns_text(host: Any, endpoint: dict[str, Any]) -> None:
 def test_api_refuses_requests_without_the_key(host: Any, endpoint: dict[str, Any]) -> None:
     status, _ = _curl(host, f"{endpoint['url']}/models")
     assert status == 401
-
-
-# --- loadtest ------------------------------------------------------------------------------
-
-
-def test_loadtest_results_reached_the_controller(scenario: dict[str, Any]) -> None:
-    report = Path(scenario["vllm_launch_test_report_dir"]) / "molecule"
-    result = json.loads((report / f"{ENGINE}.json").read_text())
-    assert result["completed"] == 20
-    assert result["failed"] == 0
-    assert result["num_prompts"] == 20
-    assert result["max_concurrency"] == 4
-    assert result["total_output_tokens"] == 20 * 32
-    assert result["vfleet_engine"] == ENGINE
-    assert result["vfleet_run_id"] == "molecule"
-    assert (report / f"{ENGINE}.txt").read_text().strip() != ""

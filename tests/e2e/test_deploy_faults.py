@@ -1,0 +1,320 @@
+"""Faults on the local deployment, for real: what survives each one, what the operator is
+told, and that the documented recovery brings back both replicas (docs/operations.md).
+
+They share conftest.py's deployment and run after test_deploy.py (its no-change redeploy
+must see an untouched deployment); each leaves both endpoints serving again. Slow (about
+12 minutes on 2 cores: two of them reinstall a host); CI runs them, never skips them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .deployment import (
+    ARTIFACTS,
+    REPO,
+    TESTBED,
+    completes,
+    endpoints,
+    main_pid,
+    make,
+    ssh,
+    testbed,
+    vfleet,
+    wait_serving,
+)
+
+pytestmark = pytest.mark.testbed
+
+# systemd waits RestartSec=10, then the CPU engine loads for 30-60 s on 2 busy cores.
+RECOVERY_BOUND_S = 240
+# A GPU that fell off the bus, as nvidia-smi reports it, in place of the stand-in driver
+# package's nvidia-smi (the stand-ins playbook removes anything earlier on PATH).
+SMI = "/usr/bin/nvidia-smi"
+SMI_ERROR = "Unable to determine the device handle for GPU0000:00:05.0: Unknown Error"
+PROBE_MODEL = "meta-llama/Llama-3.1-70B-Instruct"  # 141 GB of bf16 weights: needs both H200s
+
+
+def _serving() -> dict[str, bool]:
+    return {host: completes(ep) for host, ep in endpoints().items()}
+
+
+def _stderr_lines(out: subprocess.CompletedProcess[str], prefix: str) -> list[str]:
+    return [line for line in out.stderr.splitlines() if line.startswith(prefix)]
+
+
+# ---- b. an engine killed, and a rolling restart ------------------------------------------
+
+
+def test_killed_engine_is_restarted_by_systemd(deployed):
+    assert deployed.returncode == 0
+    eps = endpoints()
+    victim, other = eps["h1"], eps["h2"]
+    pid, other_pid = main_pid(victim), main_pid(other)
+    assert pid > 0 and other_pid > 0
+    assert ssh("h1", f"kill -KILL {pid}").returncode == 0
+    assert completes(other)  # the other replica never notices
+    took = wait_serving(victim, RECOVERY_BOUND_S)
+    restarted = main_pid(victim)
+    assert restarted not in (0, pid)
+    unit = f"vfleet-vllm-{victim['engine']}.service"
+    shown = ssh("h1", f"systemctl show --property=NRestarts --value {unit}").stdout.strip()
+    assert shown == "1", shown  # systemd's Restart=on-failure, not anything else, brought it back
+    assert main_pid(other) == other_pid
+    print(f"{victim['engine']} on h1 served again {took:.0f} s after SIGKILL")
+
+
+def _poll_until(stop: threading.Event, polls: list[dict[str, bool]]) -> None:
+    eps = endpoints()
+    with ThreadPoolExecutor(len(eps)) as pool:
+        while not stop.is_set():
+            polls.append(dict(zip(eps, pool.map(completes, eps.values()), strict=True)))
+            stop.wait(1.0)
+
+
+def test_rolling_restart_keeps_one_replica_serving(deployed):
+    assert deployed.returncode == 0
+    eps = endpoints()
+    before = {host: main_pid(ep) for host, ep in eps.items()}
+    polls: list[dict[str, bool]] = []
+    stop = threading.Event()
+    poller = threading.Thread(target=_poll_until, args=(stop, polls), daemon=True)
+    poller.start()
+    try:
+        out = vfleet("restart", "--env", "local")
+    finally:
+        stop.set()
+        poller.join(timeout=120)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    after = {host: main_pid(ep) for host, ep in eps.items()}
+    assert all(after[h] not in (0, before[h]) for h in eps), (before, after)
+    dark = [p for p in polls if not any(p.values())]
+    assert polls and not dark, f"{len(dark)} of {len(polls)} polls got no completion"
+    # The polls did overlap the restarts: each replica was seen down while the other served.
+    for host in eps:
+        assert any(not p[host] and any(p.values()) for p in polls), (host, polls)
+    print(f"{len(polls)} polls during the rolling restart; every one got a completion")
+
+
+# ---- c. a probe that fails on one host ----------------------------------------------------
+
+
+def _save(names: tuple[str, ...], to: Path) -> None:
+    for name in names:
+        src = ARTIFACTS / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, to / name)
+
+
+def _restore(names: tuple[str, ...], saved: Path) -> None:
+    for name in names:
+        dest = ARTIFACTS / name
+        if dest.is_dir():
+            shutil.rmtree(dest)
+        (shutil.copytree if (saved / name).is_dir() else shutil.copy2)(saved / name, dest)
+    shutil.rmtree(ARTIFACTS / "facts-partial", ignore_errors=True)
+
+
+def test_failed_probe_names_the_host_and_blocks_the_plan(deployed, tmp_path):
+    assert deployed.returncode == 0
+    planned = ("facts", "plan.json", "launch")
+    _save(planned, tmp_path)
+    pids = {host: main_pid(ep) for host, ep in endpoints().items()}
+    broken = f"#!/bin/sh\necho '{SMI_ERROR}' >&2\nexit 255\n"
+    swap = f"mv {SMI} {SMI}.saved && cat > {SMI} && chmod 755 {SMI}"
+    assert ssh("h2", swap, stdin=broken).returncode == 0
+    try:
+        probe = make("probe")
+        refused = vfleet("plan-env", "--env", "local")
+        plan_after_refusal = (ARTIFACTS / "plan.json").read_bytes()
+        partial = vfleet("plan-env", "--env", "local", "--allow-partial-facts")
+        partial_plan = json.loads((ARTIFACTS / "plan.json").read_text())
+        partial_hosts = [ep["hosts"] for ep in endpoints().values()]
+    finally:
+        ssh("h2", f"mv {SMI}.saved {SMI}")
+        _restore(planned, tmp_path)
+
+    # make probe: non-zero, one line naming h2 and what failed there, and how to resume.
+    assert probe.returncode != 0
+    named = _stderr_lines(probe, "  h2: ")
+    assert len(named) == 1 and "nvidia-smi -q -x failed" in named[0], probe.stderr
+    assert SMI_ERROR in named[0]
+    assert not _stderr_lines(probe, "  h1: ")
+    assert "phase 'probe the interconnect' failed on h2" in probe.stderr
+    assert "Resume with: make probe ENV=local" in probe.stderr
+    # plan-env refuses the partial facts in one line and changes nothing...
+    assert refused.returncode == 2
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert re.search(
+        r"probe failed on h2 \(nvidia-smi -q -x failed: .*Unknown Error", refused.stderr
+    )
+    assert "--allow-partial-facts" in refused.stderr and "make probe ENV=local" in refused.stderr
+    assert plan_after_refusal == (tmp_path / "plan.json").read_bytes()
+    # ...and with --allow-partial-facts plans on the host that answered, saying so.
+    assert partial.returncode == 0, partial.stdout[-2000:] + partial.stderr[-2000:]
+    assert "planning without h2" in partial.stdout
+    assert partial_plan["replicas"] == 1 and partial_hosts == [["h1"]]
+    # The probe touches no engine: both replicas served throughout.
+    assert {host: main_pid(ep) for host, ep in endpoints().items()} == pids
+    assert all(_serving().values())
+
+
+# ---- d. a degraded link ---------------------------------------------------------------------
+
+
+def _probe_into(facts: Path) -> None:
+    """The probe playbook as `make probe` runs it, writing its facts elsewhere."""
+    from vfleet import pipeline
+
+    ctx = pipeline.load_context("local")
+    pipeline._playbook(
+        ctx, "probe the interconnect", "probe.yml", {"topology_probe_facts_dir": str(facts)}
+    )
+
+
+def _iperf_gbps(facts: Path) -> float:
+    """The slowest inter-host iperf3 result the probe recorded."""
+    results = [
+        result["bits_per_second_received"] / 1e9
+        for path in facts.glob("*.json")
+        for result in json.loads(path.read_text())["bandwidth"]["iperf3"].values()
+    ]
+    assert results, f"no iperf3 results in {facts}"
+    return min(results)
+
+
+def _plan(facts: Path) -> dict[str, Any]:
+    out = vfleet("plan", "--cluster", str(facts), "--model", PROBE_MODEL, "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def _hub_qdisc(host: str) -> str:
+    hub = f"vtb.{TESTBED}.hub"
+    return subprocess.run(
+        ["tc", "-n", hub, "qdisc", "show", "dev", f"v-{host}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def test_degraded_link_lowers_the_measured_bandwidth_and_moves_the_plan(deployed, tmp_path):
+    from vfleet.testbed import machines, network
+
+    assert deployed.returncode == 0
+    tb = machines.load(TESTBED)
+    assert tb is not None and tb.rate_mbit, "the local testbed's links are shaped"
+    degraded = tmp_path / "facts"
+    network.shape(TESTBED, "h2", tb.rate_mbit // 10)
+    try:
+        _probe_into(degraded)
+    finally:
+        network.shape(TESTBED, "h2", tb.rate_mbit)
+    assert f"rate {tb.rate_mbit}Mbit" in _hub_qdisc("h2")  # the link is whole again
+
+    healthy, slow = _iperf_gbps(ARTIFACTS / "facts"), _iperf_gbps(degraded)
+    assert slow < healthy / 4, (healthy, slow)
+    # Two 1-GPU hosts put the 70B model in two pipeline stages, one per host: every step
+    # sends activations over that link, so the predicted cost follows the measurement.
+    before, after = _plan(ARTIFACTS / "facts"), _plan(degraded)
+    assert before["layout"] == after["layout"] == "TP1 PP2"
+    pp_before = before["predicted"]["comm_ms_per_step"]["pp"]
+    pp_after = after["predicted"]["comm_ms_per_step"]["pp"]
+    assert pp_after > 4 * pp_before, (pp_before, pp_after)
+    assert after["predicted"]["tokens_per_s"] < before["predicted"]["tokens_per_s"] / 2
+    print(
+        f"iperf3 {healthy:.3f} -> {slow:.3f} Gbit/s; PP {pp_before:.0f} -> {pp_after:.0f} ms "
+        f"per step; {before['predicted']['tokens_per_s']} -> "
+        f"{after['predicted']['tokens_per_s']} tok/s; max-num-seqs {before['max_num_seqs']} "
+        f"-> {after['max_num_seqs']}"
+    )
+    assert all(_serving().values())  # probing moved nothing on the hosts
+
+
+# ---- a and e. a host powered off mid-rollout, back blank on a full disk -----------------
+
+
+def _deploy_powering_off(host: str, when: str, log: Path) -> tuple[int, str, str]:
+    """`make deploy`, powering `host` off as the phase `when` starts."""
+    with log.open("w+") as err:
+        proc = subprocess.Popen(
+            ["make", "deploy"], cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True
+        )
+        assert proc.stdout is not None
+        seen: list[str] = []
+        for line in proc.stdout:
+            seen.append(line)
+            if line.startswith(f"==> {when}"):
+                off = testbed("stop", "--name", TESTBED, host)
+                assert off.returncode == 0, off.stderr
+        rc = proc.wait(timeout=1800)
+        err.seek(0)
+        return rc, "".join(seen), err.read()
+
+
+def _fill_venv_disk(host: str) -> None:
+    """Put a 64 MiB filesystem, 60 MiB of it taken, where the virtualenv goes."""
+    fill = (
+        "mkdir -p /opt/vfleet/vllm && mount -t tmpfs -o size=64m vfleet-small /opt/vfleet/vllm"
+        " && head -c 60M /dev/zero > /opt/vfleet/vllm/.filler"
+    )
+    out = ssh(host, fill)
+    assert out.returncode == 0, out.stderr
+
+
+def test_host_powered_off_mid_rollout_comes_back_blank_on_a_full_disk(deployed, tmp_path):
+    """a. h2 loses power while the install phase runs; e. it comes back reimaged (blank)
+    with its disk all but full; then space is freed. One story, so that the host is
+    reinstalled once."""
+    assert deployed.returncode == 0
+    eps = endpoints()
+    h1_pid = main_pid(eps["h1"])
+
+    # a. The rollout stops before launch and says which host, why and what to do.
+    rc, out, err = _deploy_powering_off("h2", "install:", tmp_path / "stderr")
+    assert rc != 0
+    assert "==> launch" not in out
+    assert "phase 'install: common, nvidia_driver, nccl, vllm' failed on h2 (unreachable)" in err
+    named = [line for line in err.splitlines() if line.startswith("  h2: ")]
+    assert len(named) == 1 and named[0].startswith("  h2: unreachable ("), err
+    assert "power it on" in named[0]
+    assert "Resume with: make deploy ENV=local" in err
+    # What survives: h1's replica, not restarted, serving alone.
+    assert main_pid(eps["h1"]) == h1_pid and completes(eps["h1"])
+    assert not completes(eps["h2"], timeout=5)
+
+    # e. Powered on, h2 is blank; its disk for the virtualenv is full: the install stops at
+    # the free-space check, before anything is written, and says so.
+    on = testbed("start", "--name", TESTBED, "h2")
+    assert on.returncode == 0, on.stderr
+    assert ssh("h2", "test ! -e /opt/vfleet/vllm").returncode == 0
+    _fill_venv_disk("h2")
+    try:
+        full = make("deploy")
+        written = ssh("h2", "ls -A /opt/vfleet/vllm").stdout.split()
+    finally:
+        freed = ssh("h2", "umount /opt/vfleet/vllm")
+    assert freed.returncode == 0, freed.stderr
+    assert full.returncode != 0
+    assert "==> launch" not in full.stdout
+    named = _stderr_lines(full, "  h2: ")
+    assert len(named) == 1 and not _stderr_lines(full, "  h1: "), full.stderr
+    assert re.search(r"No space left for vLLM on h2: /opt/vfleet/vllm has \d+ MiB free", named[0])
+    assert "Free space there" in named[0] and "Resume with: make deploy ENV=local" in full.stderr
+    assert written == [".filler"]
+    assert main_pid(eps["h1"]) == h1_pid and completes(eps["h1"])
+
+    # Space freed, the re-run reinstalls h2 and both replicas serve; h1's was never touched.
+    again = make("deploy")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
+    assert _serving() == {"h1": True, "h2": True}
+    assert main_pid(eps["h1"]) == h1_pid
