@@ -16,7 +16,7 @@ TERRAFORM := $(VENV)/bin/terraform
 TF_ENV := TF_DATA_DIR=$(CURDIR)/artifacts/$(ENV)/.terraform $(TERRAFORM) -chdir=terraform/envs/$(ENV)
 
 .PHONY: help setup engine lint unit test test-engine test-testbed testbed-image molecule \
-	test-terraform provision unprovision bench bench-aic validate known-hosts deploy destroy plan \
+	test-terraform provision unprovision bench bench-aic validate restart known-hosts deploy destroy plan \
 	probe examples clean
 
 help: ## Show the targets
@@ -79,6 +79,9 @@ bench-aic: setup ## Score our plans with NVIDIA AIConfigurator (installs it, ~85
 
 validate: setup ## Check ENV's inventory, group_vars and secrets (touches no host)
 	$(VFLEET) validate --env $(ENV)
+
+restart: setup ## Rolling restart of ENV's engines (one host at a time, each checked before the next)
+	$(VFLEET) restart --env $(ENV)
 
 known-hosts: setup ## Record the SSH host keys of ENV's hosts (staging/prod) and print them
 	$(VFLEET) known-hosts --env $(ENV)

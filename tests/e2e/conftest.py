@@ -1,15 +1,16 @@
 """One local deployment shared by every test in this package.
 
-`make deploy` runs once; the files run in name order: test_deploy.py (the first deploy and
-the no-change redeploy, which must come before any fault), test_deploy_faults.py (each fault
-test leaves the deployment healthy again) and test_destroy.py (last, it removes it all).
-`make destroy` runs again after them, whatever happened.
+`make deploy` runs once; test_deploy.py runs first (its no-change redeploy must see an
+untouched deployment), then the other files in name order (each fault test in
+test_deploy_faults.py leaves the deployment healthy again), and test_destroy.py last (it
+removes it all). `make destroy` runs again after them, whatever happened.
 """
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -23,3 +24,15 @@ def deployed() -> Iterator[subprocess.CompletedProcess[str]]:
     first = make("deploy")
     yield first
     make("destroy")
+
+
+def _rank(item: pytest.Item) -> int:
+    return {"test_deploy.py": 0, "test_destroy.py": 2}.get(item.path.name, 1)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Reorder this package's tests in the slots they hold (stable: name order otherwise)."""
+    here = Path(__file__).parent
+    slots = [n for n, item in enumerate(items) if item.path.parent == here]
+    for n, item in zip(slots, sorted((items[n] for n in slots), key=_rank), strict=True):
+        items[n] = item

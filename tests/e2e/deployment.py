@@ -66,7 +66,7 @@ def vfleet(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess[str]:
     )
 
 
-def testbed(*args: str) -> subprocess.CompletedProcess[str]:
+def run_testbed(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(REPO / ".venv" / "bin" / "testbed"), *args],
         capture_output=True,

@@ -50,6 +50,16 @@ RESCUED = (
     "        the journal is above)",
 )
 
+RECOVERED = (
+    "fatal: [h1]: FAILED! => ",
+    "    msg: a rescue block handled this",
+    "fatal: [h2]: FAILED! => ",
+    "    msg: this one stayed failed",
+    "PLAY RECAP ***************************************************************",
+    "h1    : ok=9    changed=0    unreachable=0    failed=0    skipped=0    rescued=1",
+    "h2    : ok=3    changed=0    unreachable=0    failed=1    skipped=0    rescued=0",
+)
+
 PIP = (
     'fatal: [h1]: FAILED! => {"changed": true, "cmd": ["/opt/vfleet/vllm/bin/python", "-m", '
     '"pip"], "msg": "non-zero return code", "rc": 1, "stderr": "ERROR: Could not install '
@@ -83,6 +93,10 @@ def test_the_last_failure_explains_ignored_and_looped_ones_do_not():
     found = host_failures(_lines(RESCUED))
     assert list(found) == ["h2"]
     assert found["h2"].startswith("Wait until each engine answers /health. failed on h2")
+
+
+def test_a_host_whose_rescue_recovered_is_not_named():
+    assert host_failures(_lines(RECOVERED)) == {"h2": "this one stayed failed"}
 
 
 def test_a_failed_command_adds_its_last_stderr_line():

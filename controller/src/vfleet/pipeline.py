@@ -133,6 +133,7 @@ _RESULT = re.compile(
     r"^(?:fatal|failed): \[([^\]]+)\](?: \(item=.*\))?: (FAILED|UNREACHABLE)! =>(.*)$"
 )
 _UNREACHABLE = re.compile(r"UNREACHABLE! =>|unreachable=[1-9]")
+_RECAP = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=\d+\s+unreachable=(\d+)\s+failed=(\d+)")
 # What a loop's summary says in place of the item that failed.
 _GENERIC = {"One or more items failed", "All items completed"}
 UNREACHABLE_ADVICE = "power it on or restore its network and SSH, then resume"
@@ -169,7 +170,9 @@ def _one_line(result: dict[str, Any]) -> str:
 def host_failures(lines: list[str]) -> dict[str, str]:
     """host -> one line on what failed there, from ansible-playbook's output. The last
     failure per host wins (a rescue's closing `fail` explains the error it rescued);
-    ignored failures do not count."""
+    ignored failures, and hosts the PLAY RECAP counts neither failed nor unreachable (a
+    rescue that recovered), do not count."""
+    recap = {m.group(1): m.group(2, 3) for line in lines if (m := _RECAP.match(line))}
     found: dict[str, str] = {}
     for i, line in enumerate(lines):
         head = _RESULT.match(line.rstrip("\n"))
@@ -185,7 +188,7 @@ def host_failures(lines: list[str]) -> dict[str, str]:
         what = _one_line(_result(block))
         if head.group(2) == "UNREACHABLE":
             what = f"unreachable ({what}): {UNREACHABLE_ADVICE}"
-        if what not in _GENERIC:
+        if what not in _GENERIC and recap.get(head.group(1), ("1", "1")) != ("0", "0"):
             found[head.group(1)] = what
     return found
 

@@ -604,6 +604,7 @@ def stop_host(name: str, host: str) -> bool:
         subprocess.run(
             ["ip", "netns", "exec", h.netns, "nft", "flush", "ruleset"],
             capture_output=True,
+            timeout=30,
             check=False,
         )
     h.system_state, h.leader_pid = None, None
