@@ -153,6 +153,19 @@ def completes(endpoint: dict[str, Any], timeout: float = 30) -> bool:
     return isinstance(text, str) and tokens > 0
 
 
+def completion_status(url: str, model: str, key: str | None, timeout: float = 30) -> int:
+    """HTTP status of a completion request sent with `key` (none: no Authorization)."""
+    body = json.dumps({"model": model, "prompt": "hi", "max_tokens": 2})
+    out = _curl(
+        f"{url}/completions",
+        timeout,
+        *("-o", "/dev/null", "-w", "%{http_code}", "-H", "@-", "-d", body),
+        stdin="Content-Type: application/json\n"
+        + (f"Authorization: Bearer {key}\n" if key else ""),
+    )
+    return int(out.stdout.strip() or 0)
+
+
 def wait_serving(endpoint: dict[str, Any], bound_s: float) -> float:
     """Seconds until the endpoint answers /health and a completion; fails past bound_s."""
     start = time.monotonic()

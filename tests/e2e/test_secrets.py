@@ -5,47 +5,19 @@ artifacts/local, not in the hosts' journals, not on a process command line."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-from pathlib import Path
-
 import pytest
+
+from .deployment import ARTIFACTS, REPO, completion_status, endpoints, ssh
 
 pytestmark = pytest.mark.testbed
 
-REPO = Path(__file__).resolve().parents[2]
 KEY_FILE = REPO / ".secrets" / "local" / "api-key"
-ARTIFACTS = REPO / "artifacts" / "local"
-SSH_CONFIG = Path("/run/vfleet-testbed/local/ssh_config")
-CONTROLLER_NETNS = "vtb.local.ctl"
 
 
 def _on_host(host: str, command: str) -> str:
-    out = subprocess.run(
-        ["ssh", "-F", str(SSH_CONFIG), host, command],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = ssh(host, command, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout
-
-
-def _post(url: str, key: str | None) -> int:
-    """HTTP status of a completion request sent from the controller's namespace."""
-    body = json.dumps({"model": "tiny-llama", "prompt": "hi", "max_tokens": 2})
-    auth = ["-H", f"Authorization: Bearer {key}"] if key else []
-    curl = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"]
-    curl += ["-H", "Content-Type: application/json", *auth, "-d", body, f"{url}/completions"]
-    out = subprocess.run(
-        ["ip", "netns", "exec", CONTROLLER_NETNS, *curl],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return int(out.stdout or 0)
 
 
 def test_the_key_is_private_on_the_controller_and_the_hosts(deployed):
@@ -59,12 +31,12 @@ def test_the_key_is_private_on_the_controller_and_the_hosts(deployed):
 def test_the_engines_refuse_requests_without_the_key(deployed):
     assert deployed.returncode == 0
     key = KEY_FILE.read_text().strip()
-    endpoints = json.loads((ARTIFACTS / "launch" / "endpoints.json").read_text())["endpoints"]
-    assert endpoints
-    for ep in endpoints:
-        assert _post(ep["url"], None) == 401, ep["url"]
-        assert _post(ep["url"], "not-the-key") == 401, ep["url"]
-        assert _post(ep["url"], key) == 200, ep["url"]
+    eps = list(endpoints().values())
+    assert eps
+    for ep in eps:
+        assert completion_status(ep["url"], ep["model"], None) == 401, ep["url"]
+        assert completion_status(ep["url"], ep["model"], "not-the-key") == 401, ep["url"]
+        assert completion_status(ep["url"], ep["model"], key) == 200, ep["url"]
 
 
 def test_the_key_appears_in_no_log_and_no_artifact(deployed):
