@@ -156,7 +156,9 @@ def test_dcp_before_0_10_2_is_refused(tmp_path):
         (lambda d: d.update(tensor_parallel_size=2.5), "tensor_parallel_size: 2.5 is not"),
         (lambda d: d.update(max_num_batched_tokens=8, max_num_seqs=64), "is below max_num_seqs"),
         (
-            lambda d: d.update(enable_chunked_prefill=False, max_num_batched_tokens=512),
+            lambda d: d.update(
+                enable_chunked_prefill=False, max_num_batched_tokens=512, max_num_seqs=64
+            ),
             "without chunked prefill",
         ),
         (lambda d: d.update(kv_cache_dtype="int3"), "kv_cache_dtype: 'int3' is not one of"),

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from vfleet import cli_estimate
 from vfleet.errors import UserError
 
 
@@ -143,6 +144,7 @@ def _parser() -> argparse.ArgumentParser:
     kh.add_argument("--env", required=True, help="staging | prod")
     sub.add_parser("models", help="list the bundled model catalog")
     sub.add_parser("gpus", help="list the GPU catalog")
+    cli_estimate.add_parser(sub)
     return parser
 
 
@@ -580,6 +582,7 @@ COMMANDS = {
     "known-hosts": cmd_known_hosts,
     "models": cmd_models,
     "gpus": cmd_gpus,
+    "estimate": cli_estimate.run,
 }
 
 

@@ -13,6 +13,7 @@ Per-node lists are accepted too (`nodes: [{name, address, gpus, gpu}, ...]`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +62,11 @@ class ClusterSpec:
     def gpu(self) -> Gpu:
         return self.nodes[0].gpu
 
-    @property
+    @cached_property
     def gpus_per_node(self) -> int:
         return min(n.gpus for n in self.nodes)
 
-    @property
+    @cached_property
     def total_gpus(self) -> int:
         return sum(n.gpus for n in self.nodes)
 

@@ -27,6 +27,7 @@ class Gpu:
     bf16_dense_tflops: float
     fp8_dense_tflops: float
     hbm_tb_s: float
+    fp4_dense_tflops: float = 0.0
 
     @property
     def memory_gib(self) -> float:
@@ -56,6 +57,7 @@ def catalog() -> tuple[Gpu, ...]:
             bf16_dense_tflops=float(g.get("bf16_dense_tflops") or 0),
             fp8_dense_tflops=float(g.get("fp8_dense_tflops") or 0),
             hbm_tb_s=float(g.get("hbm_tb_s") or 0),
+            fp4_dense_tflops=float(g.get("fp4_dense_tflops") or 0),
         )
         for g in raw
     )

@@ -12,12 +12,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from vfleet import perf
+import numpy as np
+
+from vfleet import perf, shape, steady
 from vfleet.budget import Budget, BudgetRequest, compute, fits
 from vfleet.cluster import ClusterSpec
 from vfleet.errors import UserError
 from vfleet.modelspec import ModelSpec
-from vfleet.params import Layout, component_params, pp_partition, stage_layers
+from vfleet.params import Layout, component_params
+from vfleet.perf_params import Fit, default_fit
 from vfleet.versions import VersionTraits
 from vfleet.workload import Workload
 
@@ -60,7 +63,7 @@ class Evaluated:
     replicas: int
     rejected: str = ""
     budget: Budget | None = None
-    prediction: perf.Prediction | None = None
+    prediction: steady.Prediction | None = None
     max_num_seqs: int = 0
     max_num_batched_tokens: int = 0
     kv_cap: int = 0
@@ -86,6 +89,7 @@ class PlanInputs:
     traits: VersionTraits
     gpu_memory_utilization: float | None = None
     kv_cache_dtype: str | None = None
+    fit: Fit = field(default_factory=default_fit)
 
 
 def _divisors_pow2(limit: int) -> list[int]:
@@ -96,13 +100,21 @@ def _divisors_pow2(limit: int) -> list[int]:
     return out
 
 
+def _dp_sizes(total: int) -> list[int]:
+    """Powers of two up to 64, and the divisors of the cluster up to 128 that are whole
+    multiples of 3 (so a 72-GPU domain or a 24-node cluster is used whole)."""
+    sizes = set(_divisors_pow2(min(total, 64)))
+    sizes |= {d for d in range(3, min(total, 128) + 1, 3) if total % d == 0}
+    return sorted(sizes)
+
+
 def candidates(spec: ModelSpec, cluster: ClusterSpec) -> list[Candidate]:
     """Every layout worth costing; the rules then reject or keep each one."""
     per_node, total = cluster.gpus_per_node, cluster.total_gpus
     domain = max(per_node, cluster.inter_node.nvlink_domain_gpus)
     tps = [t for t in _divisors_pow2(max(domain, per_node) * 2) if t <= total]
     pps = [p for p in (1, 2, 3, 4, 6, 8, 12, 16) if p <= spec.num_layers and p <= total]
-    dps = [d for d in _divisors_pow2(min(total, 64))] if spec.is_moe else [1]
+    dps = _dp_sizes(total) if spec.is_moe else [1]
     out = []
     for tp in tps:
         for pp in pps:
@@ -122,23 +134,6 @@ def candidates(spec: ModelSpec, cluster: ClusterSpec) -> list[Candidate]:
     return out
 
 
-def _links(cluster: ClusterSpec, c: Candidate) -> tuple[perf.Link, perf.Link, perf.Link]:
-    per_node = cluster.gpus_per_node
-    intra_kind = "pcie" if cluster.intra_node.link == "pcie" else "nvlink"
-    intra = perf.Link(intra_kind, cluster.intra_node.busbw_GBps)
-    fabric = cluster.inter_node.fabric
-    inter = perf.Link(fabric if fabric != "nvlink" else "nvlink", cluster.inter_node.busbw_GBps)
-    # The measured inter-node busbw is an all-reduce over every rail of a node; an
-    # all-to-all gives each GPU only its own share of the rails.
-    per_gpu = perf.Link(inter.kind, inter.busbw_GBps / max(per_node, 1))
-    if fabric == "nvlink":
-        per_gpu = inter
-    tp_link = intra if c.tp <= per_node else inter
-    moe_link = intra if c.tp * c.dp <= per_node else per_gpu
-    pp_link = intra if c.gpus <= per_node else inter
-    return tp_link, moe_link, pp_link
-
-
 def reject_reason(
     spec: ModelSpec, cluster: ClusterSpec, traits: VersionTraits, c: Candidate
 ) -> str:
@@ -152,9 +147,17 @@ def reject_reason(
         )
     if cluster.intra_node.link == "nvlink-pairs" and c.tp > 2:
         return f"TP{c.tp} leaves the NVLink pairs: TP stays inside an NVLink domain"
-    moe_span = c.tp * c.dp
-    if spec.is_moe and (c.ep or c.dp > 1) and moe_span > per_node:
-        fast = inter.fabric in ("infiniband", "roce", "nvlink")
+    # Ranks are ordered DP x PP x TP, so with DP a stage's expert group spans the engine.
+    moe_span = c.gpus if c.dp > 1 else c.tp
+    if spec.is_moe and (c.ep or c.dp > 1) and in_nvlink_domain(cluster, per_node) < moe_span:
+        kind = "EP" if c.ep else "MoE over DP"
+        if inter.fabric == "nvlink":
+            return (
+                f"{kind} spans {moe_span} GPUs, past the {inter.nvlink_domain_gpus}-GPU NVLink "
+                "domain: expert traffic stays inside a fast domain"
+            )
+    if spec.is_moe and (c.ep or c.dp > 1) and moe_span > per_node and inter.fabric != "nvlink":
+        fast = inter.fabric in ("infiniband", "roce")
         if not fast or inter.busbw_GBps < EP_CROSS_NODE_MIN_GBPS:
             kind = "EP" if c.ep else "MoE over DP"
             return (
@@ -173,13 +176,19 @@ def reject_reason(
             f"PP{c.pp} puts several stages inside one NVLink node: TP fills the node, "
             "PP is the fallback across slow links"
         )
-    if c.dp > 1 and c.pp > 1:
+    if c.dp > 1 and c.pp > 1 and traits.version < (0, 9, 1):
         return (
-            "DP with PP: vLLM's multi-node launchers place a DP rank on one node or run "
-            "TP/PP within one DP rank, not both; choose DP or PP"
+            f"DP with PP runs from vLLM 0.9.1 on (0.8.5 gives each DP rank only TP GPUs; "
+            f"target {traits.label})"
         )
     if c.dcp > 1 and traits.version < (0, 10, 2):
         return f"DCP needs vLLM 0.10.2 or later (target {traits.label})"
+    if c.dcp > 1 and not spec.is_mla and traits.version < (0, 11, 1):
+        return f"DCP with GQA attention needs vLLM 0.11.1 or later (target {traits.label})"
+    if c.dcp > 1 and not spec.is_mla:
+        group = spec.num_attention_heads // max(spec.num_kv_heads, 1)
+        if group % c.dcp:
+            return f"DCP{c.dcp} does not divide the {group} query heads per KV head"
     if c.dp > 1 and traits.version < (0, 9, 0) and c.gpus > per_node:
         return "multi-node data parallel needs vLLM 0.9 or later"
     block = _fp8_block(spec)
@@ -198,88 +207,87 @@ def reject_reason(
     return ""
 
 
+def in_nvlink_domain(cluster: ClusterSpec, per_node: int) -> int:
+    """GPUs one NVLink domain holds: a node, or a multi-node NVLink domain (NVL72)."""
+    inter = cluster.inter_node
+    return max(per_node, inter.nvlink_domain_gpus) if inter.fabric == "nvlink" else per_node
+
+
 def _fp8_block(spec: ModelSpec) -> int:
     """The FP8 block width of a block-quantized checkpoint (0 when not block-quantized)."""
     size = spec.quantization.get("weight_block_size") if spec.quantization else None
     return int(size[-1]) if isinstance(size, list) and size else 0
 
 
-def _engine_shape(
-    spec: ModelSpec,
-    budget: Budget,
-    c: Candidate,
-    cluster: ClusterSpec,
-    params: dict[str, int],
-    fp8: bool,
-) -> perf.EngineShape:
-    stage = max(budget.stages, key=lambda s: s.weights_bytes)
-    weights = budget.weights_by_component_gib
-    experts_gib = weights.get("routed_experts", 0.0)
-    stage_scale = stage.weights_bytes / max(sum(weights.values()) * (1 << 30), 1)
-    expert_bytes = experts_gib * (1 << 30) * stage_scale
-    layers = pp_partition(spec.num_layers, c.pp)
-    heaviest = max(range(c.pp), key=lambda r: layers[r])
-    moe_layers = sum(
-        1 for i in stage_layers(spec.num_layers, c.pp, heaviest) if spec.is_moe_layer(i)
+def batch_grid(limit: int) -> np.ndarray:
+    """Batch sizes 1..limit, about 6% apart (the usual round sizes included), so the SLO
+    boundary is found to within a few percent."""
+    steps = np.unique(
+        np.round(np.geomspace(1, max(limit, 1), num=32 + 4 * int(np.log2(limit + 1))))
     )
-    tp_link, moe_link, pp_link = _links(cluster, c)
-    return perf.EngineShape(
-        tp=c.tp,
-        pp=c.pp,
-        dp=c.dp,
-        ep=c.ep,
-        dcp=c.dcp,
-        layers_per_stage=max(layers),
-        moe_layers_per_stage=moe_layers,
-        dense_bytes_per_gpu=stage.weights_bytes - expert_bytes,
-        expert_bytes_per_gpu=expert_bytes,
-        kv_bytes_per_token=budget.kv_bytes_per_token,
-        active_params=perf.active_params(spec, params),
-        fp8_compute=fp8,
-        tp_link=tp_link,
-        moe_link=moe_link,
-        pp_link=pp_link,
-    )
+    return np.unique(np.concatenate([steps, [b for b in BATCH_GRID if b <= limit], [limit]]))
 
 
 def _choose_knobs(
     spec: ModelSpec, inputs: PlanInputs, e: perf.EngineShape, kv_cap: int, target: int
-) -> tuple[int, int, perf.Prediction]:
-    """max-num-seqs and max-num-batched-tokens for one engine rank.
+) -> tuple[int, int, steady.Prediction, bool]:
+    """max-num-seqs and max-num-batched-tokens for one engine rank, and whether the SLOs hold.
 
-    For each chunk size, the batch grid runs up to the KV cap (and the workload's share of
-    concurrency); the best batch is where throughput peaks under the SLOs, pulled back to
-    where it stops rising (within 3%). The smallest chunk that keeps TTFT inside its SLO wins
-    unless a larger one buys more than 2% throughput: small chunks keep inter-token tails
-    short, large ones finish prompts in fewer steps.
+    For each chunk size, the batch grid runs up to the KV cap; max-num-seqs is where
+    throughput peaks under the SLOs, pulled back to where it stops rising (within 3%). The
+    workload's share of concurrency sets where the engine runs, not the cap: a big cluster's
+    small share per rank still gets a max-num-seqs that absorbs bursts. The smallest chunk
+    that keeps TTFT inside its SLO wins unless a larger one buys more than 2% throughput.
+    When no batch meets the SLOs, the one closest to them is returned, flagged.
     """
     w, gpu = inputs.workload, inputs.cluster.gpu
-    limit = max(1, min(kv_cap, target))
-    grid = sorted({b for b in BATCH_GRID if b <= limit} | {limit})
-    best: tuple[float, int, int, perf.Prediction] | None = None
-    closest: tuple[float, int, int, perf.Prediction] | None = None
-    for mnbt in MNBT_CHOICES:
-        feasible: list[tuple[int, perf.Prediction]] = []
-        for b in grid:
-            p = perf.predict(
-                spec, gpu, e, b, w.mean_context, w.input_mean, w.output_mean, w.input_p99, mnbt
-            )
-            # TPOT p99 is over requests, each averaging its own steps, so the mean step
-            # (prefill interleaved) is what it sees; chunk spikes show in ITL instead.
-            violation = max(p.ttft_p99_s * 1e3 / w.ttft_p99_ms, p.tpot_s * 1e3 / w.tpot_p99_ms)
-            if violation <= 1.0:
-                feasible.append((b, p))
-            elif closest is None or violation < closest[0]:
-                closest = (violation, b, mnbt, p)
-        if not feasible:
+    params = inputs.fit.params(gpu.arch, inputs.traits.version)
+    limit = max(1, kv_cap)
+    grid = batch_grid(limit)
+    best: tuple[float, int, int, steady.Prediction] | None = None
+    closest: tuple[float, int, int, steady.Prediction] | None = None
+    chunks = np.array(MNBT_CHOICES, dtype=float)[:, None]
+    table = steady.predict_grid(
+        spec, gpu, e, params, grid, w.input_mean, w.output_mean, w.input_p99, chunks
+    )
+    violations = np.maximum(
+        table.ttft_p99_s * 1e3 / w.ttft_p99_ms, table.tpot_s * 1e3 / w.tpot_p99_ms
+    )
+    for row, mnbt in enumerate(MNBT_CHOICES):
+        g = table.row(row)
+        violation = violations[row]
+        feasible = np.flatnonzero(violation <= 1.0)
+        worst_ok = int(np.argmin(violation))
+        if closest is None or violation[worst_ok] < closest[0]:
+            closest = (float(violation[worst_ok]), int(grid[worst_ok]), mnbt, g.at(worst_ok))
+        if feasible.size == 0:
             continue
-        peak = max(p.output_tokens_per_s for _, p in feasible)
-        b, p = next((b, p) for b, p in feasible if p.output_tokens_per_s >= 0.97 * peak)
-        if best is None or p.output_tokens_per_s > best[0] * 1.02:
-            best = (p.output_tokens_per_s, b, mnbt, p)
-    chosen = best or closest
-    assert chosen is not None
-    return chosen[1], chosen[2], chosen[3]
+        peak = g.output_tokens_per_s[feasible].max()
+        knee = int(next(i for i in feasible if g.output_tokens_per_s[i] >= 0.97 * peak))
+        # The operating point: the workload's share, up to the chosen cap.
+        run = int(np.searchsorted(grid, min(grid[knee], max(target, 1))))
+        run = min(run, knee)
+        tokens = float(g.output_tokens_per_s[knee])
+        if best is None or tokens > best[0] * 1.02:
+            # vLLM refuses max-num-batched-tokens below max-num-seqs.
+            best = (tokens, min(int(grid[knee]), mnbt), mnbt, g.at(run))
+    if best is not None:
+        return best[1], best[2], best[3], True
+    assert closest is not None
+    return closest[1], closest[2], closest[3], False
+
+
+_PARAMS_CACHE: dict[int, tuple[ModelSpec, dict[str, int]]] = {}
+
+
+def _component_params(spec: ModelSpec) -> dict[str, int]:
+    """The model's parameter counts, computed once per spec object for a whole plan."""
+    hit = _PARAMS_CACHE.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        _PARAMS_CACHE.clear()
+        hit = (spec, component_params(spec))
+        _PARAMS_CACHE[id(spec)] = hit
+    return hit[1]
 
 
 def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
@@ -314,14 +322,14 @@ def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
     ev.budget = budget
     blocks_per_seq = math.ceil(w.mean_context * 1.0 / budget.block_size / c.dcp)
     ev.kv_cap = max(1, int(HEADROOM * (budget.num_blocks - 1) / max(blocks_per_seq, 1)))
-    fp8 = budget.weight_format in ("fp8", "int8", "dsv4", "nvfp4", "mxfp4")
-    shape = _engine_shape(spec, budget, c, cluster, component_params(spec), fp8)
+    e = shape.engine_shape(
+        spec, budget, cluster, c.tp, c.pp, c.dp, c.ep, c.dcp, params=_component_params(spec)
+    )
     target = max(1, math.ceil(w.concurrency / (replicas * c.dp)))
-    ev.max_num_seqs, ev.max_num_batched_tokens, ev.prediction = _choose_knobs(
-        spec, inputs, shape, ev.kv_cap, target
+    ev.max_num_seqs, ev.max_num_batched_tokens, ev.prediction, ev.meets_slo = _choose_knobs(
+        spec, inputs, e, ev.kv_cap, target
     )
     p = ev.prediction
-    ev.meets_slo = p.ttft_p99_s * 1e3 <= w.ttft_p99_ms and p.tpot_s * 1e3 <= w.tpot_p99_ms
     cost = p.cost
     ev.comm_ms = {
         "tp": cost.tp_s * 1e3 * c.pp,
@@ -336,10 +344,11 @@ TIE = 0.02  # predictions this close are a tie for a cost model of this kind
 
 
 def _simplicity(ev: Evaluated) -> tuple:
-    """Among near ties: fewer pipeline stages, EP for MoE (the seed's preference), less DCP,
-    more replicas (independent failure domains)."""
+    """Among near ties: more of the cluster in use, fewer pipeline stages, EP for MoE (the
+    high-concurrency chapter's preference), less DCP, more replicas (independent failure
+    domains)."""
     c = ev.candidate
-    return (c.pp, not c.ep, c.dcp, -ev.replicas)
+    return (-ev.gpus_used, c.pp, not c.ep, c.dcp, -ev.replicas)
 
 
 def rank(evaluated: list[Evaluated]) -> list[Evaluated]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from vfleet.errors import UserError
 
-OLDEST_SUPPORTED = (0, 6, 0)  # V0-era logs still parse; 0.8+ is the supported range
+OLDEST_SUPPORTED = (0, 5, 0)  # V0-era logs and benchmarks still parse; 0.8+ is deployable
 NEWEST_KNOWN = (0, 33, 0)
 DEFAULT_VERSION = "0.33.0"
 
@@ -31,7 +31,7 @@ def parse_version(text: str | None) -> tuple[int, int, int]:
     triple = (major, minor, patch)
     if triple < OLDEST_SUPPORTED or triple[:2] > NEWEST_KNOWN[:2]:
         raise UserError(
-            f"vLLM {text} is outside the supported range 0.6 to 0.33: "
+            f"vLLM {text} is outside the supported range 0.5 to 0.33: "
             "pick a release in that range with --vllm-version"
         )
     return triple

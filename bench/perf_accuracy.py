@@ -1,0 +1,316 @@
+"""The throughput estimator against measured vLLM serving runs.
+
+For each published run in controller/src/vfleet/data/perf_cases/measured.json, `vfleet
+estimate`'s prediction next to the measurement (output tokens/s, and median TPOT where the
+run held a fixed concurrency); the median and mean |error|; and, inside each comparison
+group (same author, hardware and workload), whether the estimator orders each pair of
+layouts or settings as the measurements do, counted where the measured gap exceeds 5%.
+Runs vfleet does not model are listed with the reason and not scored.
+
+    python bench/perf_accuracy.py            # score the bundled fit
+    python bench/perf_accuracy.py --fit      # refit the parameters and write them
+    python bench/perf_accuracy.py --holdout  # also: each group predicted by a fit without it
+
+The fit adjusts physical parameters only (kernel efficiencies per GPU generation, CPU and
+launch overheads per engine generation; vfleet.perf_params), by least squares on log errors
+with a weak pull towards their starting values; no parameter belongs to one case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from vfleet.errors import UserError
+from vfleet.estimate import Prepared, finish, prepare
+from vfleet.perf_params import (
+    ENGINE_GENERATIONS,
+    FIT_FILE,
+    FITTED_EFFICIENCY,
+    FITTED_OVERHEADS,
+    Fit,
+    default_fit,
+    with_values,
+)
+from vfleet.perfcases import Case, load_cases
+
+GAP = 0.05  # pairs whose measured throughputs differ by more than this are scored
+TPOT_WEIGHT = 0.5  # TPOT residuals count half as much as throughput residuals
+PRIOR_WEIGHT = 0.15  # pull (per log unit) towards the starting values
+BOUNDS = {
+    "gemm": (0.2, 0.95),
+    "moe_gemm": (0.05, 0.9),
+    "moe_narrow_cols": (1.0, 2048.0),
+    "hbm": (0.3, 0.95),
+    "kv_read": (0.1, 0.95),
+    "attention": (0.05, 0.9),
+    "a2a": (0.02, 1.0),
+    "step_s": (1e-4, 0.1),
+    "seq_s": (1e-7, 5e-4),
+    "request_s": (1e-5, 0.05),
+    "eager_layer_s": (2e-6, 5e-4),
+    "graph_layer_s": (1e-6, 3e-4),
+}
+
+
+@dataclass
+class Scored:
+    case: Case
+    prepared: Prepared
+    predicted: float = 0.0
+    predicted_tpot: float | None = None
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.case.measured_tok_s - 1  # type: ignore[operator]
+
+
+def prepare_all(cases: list[Case]) -> tuple[list[Scored], list[tuple[Case, str]]]:
+    scored, skipped = [], []
+    for case in cases:
+        if case.request is None:
+            skipped.append((case, case.skip))
+            continue
+        try:
+            scored.append(Scored(case, prepare(case.request)))
+        except UserError as exc:
+            skipped.append((case, str(exc)))
+    return scored, skipped
+
+
+def predict_all(scored: list[Scored], fit: Fit) -> None:
+    for s in scored:
+        est = finish(s.prepared, fit)
+        s.predicted = est.output_tokens_per_s
+        s.predicted_tpot = est.tpot_ms["median"]
+
+
+def group_pairs(scored: list[Scored]) -> list[tuple[Scored, Scored, bool]]:
+    """(a, b, right order) for each same-group pair whose measured gap exceeds GAP."""
+    out = []
+    groups: dict[str, list[Scored]] = {}
+    for s in scored:
+        groups.setdefault(s.case.group, []).append(s)
+    for members in groups.values():
+        for a, b in itertools.combinations(members, 2):
+            if _inputs(a) == _inputs(b):
+                continue  # the same launch measured twice: not a layout comparison
+            ma, mb = a.case.measured_tok_s or 0, b.case.measured_tok_s or 0
+            if abs(ma - mb) / max(min(ma, mb), 1e-9) <= GAP:
+                continue
+            out.append((a, b, (ma > mb) == (a.predicted > b.predicted)))
+    return out
+
+
+def _inputs(s: Scored) -> str:
+    r = s.prepared.request
+    return repr(
+        (
+            r.layout,
+            r.traits.version,
+            r.input_len,
+            r.output_len,
+            r.concurrency,
+            r.num_prompts,
+            r.request_rate,
+            r.max_num_seqs,
+            r.max_num_batched_tokens,
+            r.all2all_backend,
+            r.replicas,
+            r.cluster.total_gpus,
+            r.spec.name,
+        )
+    )
+
+
+def stats(scored: list[Scored]) -> dict[str, float]:
+    errors = [abs(s.error) for s in scored]
+    tpot = [
+        abs(s.predicted_tpot / s.case.measured_tpot_ms - 1)
+        for s in scored
+        if s.case.measured_tpot_ms and s.predicted_tpot
+    ]
+    pairs = group_pairs(scored)
+    return {
+        "points": len(scored),
+        "median_abs_error": statistics.median(errors) if errors else math.nan,
+        "mean_abs_error": statistics.fmean(errors) if errors else math.nan,
+        "within_20pct": sum(e <= 0.2 for e in errors) / max(len(errors), 1),
+        "tpot_points": len(tpot),
+        "tpot_median_abs_error": statistics.median(tpot) if tpot else math.nan,
+        "pairs": len(pairs),
+        "pairs_right": sum(ok for *_, ok in pairs) / max(len(pairs), 1),
+    }
+
+
+def _keys(fit: Fit, scored: list[Scored]) -> list[str]:
+    gens = sorted({s.prepared.request.cluster.gpu.arch for s in scored})
+    engines = sorted(
+        {fit.params("hopper", s.prepared.request.traits.version).engine_generation for s in scored}
+    )
+    keys = [f"efficiency/{g}/{name}" for g in gens for name in FITTED_EFFICIENCY]
+    keys += [
+        f"overheads/{g}/{name}"
+        for g in ENGINE_GENERATIONS
+        if g in engines
+        for name in FITTED_OVERHEADS
+    ]
+    return keys
+
+
+def _value(fit: Fit, key: str) -> float:
+    table, group, name = key.split("/")
+    source = fit.efficiency if table == "efficiency" else fit.overheads
+    if group in source:
+        return float(getattr(source[group], name))
+    return float(getattr(next(iter(source.values())), name))
+
+
+def refit(scored: list[Scored], start: Fit) -> Fit:
+    from scipy.optimize import least_squares
+
+    keys = _keys(start, scored)
+    x0 = np.log([_value(start, k) for k in keys])
+    lo = np.log([BOUNDS[k.split("/")[-1]][0] for k in keys])
+    hi = np.log([BOUNDS[k.split("/")[-1]][1] for k in keys])
+    x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
+
+    # Request-rate runs replay on a clock (slow per evaluation): scored, not fitted.
+    scored = [s for s in scored if s.prepared.trajectory is not None]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        fit = with_values(start, dict(zip(keys, np.exp(x).tolist(), strict=True)))
+        predict_all(scored, fit)
+        out = [math.log(max(s.predicted, 1e-9) / s.case.measured_tok_s) for s in scored]  # type: ignore[arg-type]
+        out += [
+            TPOT_WEIGHT * math.log(max(s.predicted_tpot, 1e-6) / s.case.measured_tpot_ms)
+            for s in scored
+            if s.case.measured_tpot_ms and s.predicted_tpot
+        ]
+        out += list(PRIOR_WEIGHT * (x - x0))
+        return np.asarray(out)
+
+    result = least_squares(
+        residuals, x0, bounds=(lo, hi), x_scale=1.0, diff_step=1e-3, max_nfev=400
+    )
+    return with_values(start, dict(zip(keys, np.exp(result.x).tolist(), strict=True)))
+
+
+def holdout(scored: list[Scored], start: Fit) -> list[tuple[Scored, float]]:
+    """Each comparison group predicted by a fit made without it."""
+    out = []
+    groups = sorted({s.case.group for s in scored})
+    for group in groups:
+        train = [s for s in scored if s.case.group != group]
+        test = [s for s in scored if s.case.group == group]
+        fit = refit(train, start)
+        predict_all(test, fit)
+        out += [(s, s.error) for s in test]
+    return out
+
+
+def print_table(scored: list[Scored], skipped: list[tuple[Case, str]]) -> None:
+    print(
+        f"{'run':58} {'layout':16} {'measured':>9} {'vfleet':>9} {'error':>7} "
+        f"{'TPOT meas/vf ms':>17}"
+    )
+    for s in sorted(scored, key=lambda s: s.case.group):
+        tpot = ""
+        if s.case.measured_tpot_ms:
+            tpot = f"{s.case.measured_tpot_ms:7.1f} /{s.predicted_tpot or 0:7.1f}"
+        print(
+            f"{s.case.id[:58]:58} {s.prepared.request.layout.label[:16]:16} "
+            f"{s.case.measured_tok_s:9.0f} {s.predicted:9.0f} {s.error:+7.0%} {tpot:>17}"
+        )
+    print(f"\nshown, not scored ({len(skipped)}):")
+    for case, why in skipped:
+        print(f"  {case.id[:60]:60} {why[:90]}")
+
+
+def print_pairs(scored: list[Scored]) -> None:
+    wrong = [(a, b) for a, b, ok in group_pairs(scored) if not ok]
+    print(f"\npairs ordered wrongly ({len(wrong)}):")
+    for a, b in wrong:
+        print(
+            f"  {a.case.group[:34]:34} {a.case.id[-28:]:28} vs {b.case.id[-28:]:28} "
+            f"measured {a.case.measured_tok_s:.0f}/{b.case.measured_tok_s:.0f} "
+            f"vfleet {a.predicted:.0f}/{b.predicted:.0f}"
+        )
+
+
+def print_stats(label: str, st: dict[str, float]) -> None:
+    print(
+        f"\n{label}: {st['points']} points, median |error| {st['median_abs_error']:.1%}, "
+        f"mean {st['mean_abs_error']:.1%}, within 20%: {st['within_20pct']:.0%}; "
+        f"TPOT ({st['tpot_points']} steady runs) median |error| {st['tpot_median_abs_error']:.1%}; "
+        f"same-group pairs in the right order {st['pairs_right']:.0%} of {st['pairs']}"
+    )
+
+
+def print_fit(fit: Fit) -> None:
+    print("\nparameters:")
+    for gen, eff in fit.efficiency.items():
+        print(f"  {gen:8} " + ", ".join(f"{k} {getattr(eff, k):.3g}" for k in FITTED_EFFICIENCY))
+    for gen, over in fit.overheads.items():
+        print(
+            f"  {gen:8} step {over.step_s * 1e3:.3g} ms, per seq {over.seq_s * 1e6:.3g} us, "
+            f"per request {over.request_s * 1e3:.3g} ms, layer unit eager "
+            f"{over.eager_layer_s * 1e6:.3g} us / graphed {over.graph_layer_s * 1e6:.3g} us"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fit", action="store_true", help="refit and write data/perf_fit.json")
+    parser.add_argument("--holdout", action="store_true", help="leave-one-group-out check")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    fit = default_fit()
+    scored, skipped = prepare_all(load_cases(fit))
+    if args.fit:
+        fit = refit(scored, fit)
+    predict_all(scored, fit)
+    st = stats(scored)
+    if args.fit:
+        FIT_FILE.write_text(
+            json.dumps(
+                {
+                    "description": (
+                        "Fitted by bench/perf_accuracy.py --fit on the measured development "
+                        "set (data/perf_cases/measured.json)"
+                    ),
+                    "fitted_on": datetime.date.today().isoformat(),
+                    "score": {k: round(v, 4) for k, v in st.items()},
+                    "fit": fit.to_dict(),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+    if args.json:
+        print(json.dumps({"stats": st, "fit": fit.to_dict()}, indent=2))
+        return 0
+    print_table(scored, skipped)
+    print_pairs(scored)
+    print_fit(fit)
+    print_stats("development set", st)
+    if args.holdout:
+        held = holdout(scored, default_fit())
+        errors = [abs(e) for _, e in held]
+        print(
+            f"leave-one-group-out: median |error| {statistics.median(errors):.1%}, "
+            f"mean {statistics.fmean(errors):.1%} over {len(errors)} points"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

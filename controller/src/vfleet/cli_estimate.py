@@ -1,0 +1,157 @@
+"""`vfleet estimate`: one layout at one operating point (see vfleet.estimate)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from vfleet.errors import UserError
+
+EXAMPLE = (
+    "example: vfleet estimate --cluster examples/clusters/1x8-h200.yaml "
+    "--model deepseek-ai/DeepSeek-R1 --layout 'TP1 DP8 EP' --input-len 1024 "
+    "--output-len 1024 --concurrency 256"
+)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "estimate",
+        help="predict throughput and latency of one layout at one operating point",
+        epilog=EXAMPLE,
+    )
+    p.add_argument("--cluster", required=True, type=Path, help="cluster YAML or probe facts")
+    p.add_argument("--model", required=True, help="catalog id, model folder or config.json")
+    p.add_argument("--layout", required=True, help="e.g. 'TP8', 'TP1 DP8 EP', 'TP8 PP2'")
+    p.add_argument("--input-len", required=True, type=int, help="prompt tokens (mean)")
+    p.add_argument("--output-len", required=True, type=int, help="completion tokens (mean)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        help="requests in flight (vllm bench serve --max-concurrency); omit for all at once",
+    )
+    p.add_argument("--num-prompts", type=int, help="requests in the run (default 10 x C)")
+    p.add_argument("--request-rate", type=float, help="requests/s for the cluster (default inf)")
+    p.add_argument(
+        "--dataset",
+        choices=("random", "sharegpt"),
+        default="random",
+        help="random: fixed lengths; sharegpt: its length spread around these means",
+    )
+    p.add_argument("--replicas", type=int, help="engine copies (default: as many as fit)")
+    p.add_argument(
+        "--vllm-version", help="target vLLM release (default: the probed one, else 0.33.0)"
+    )
+    p.add_argument("--quantization", help="runtime quantization, e.g. fp8")
+    p.add_argument("--kv-cache-dtype", help="auto | fp8 | ...")
+    p.add_argument("--max-num-seqs", type=int, help="default: the release's own default")
+    p.add_argument("--max-num-batched-tokens", type=int, help="default: the release's own")
+    p.add_argument("--max-model-len", type=int, help="default: the model's context window")
+    p.add_argument("--gpu-memory-utilization", type=float)
+    p.add_argument("--all2all-backend", help="EP dispatch, e.g. deepep_low_latency")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _check(args: argparse.Namespace) -> None:
+    for name in (
+        "input_len",
+        "output_len",
+        "concurrency",
+        "num_prompts",
+        "replicas",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "max_model_len",
+    ):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            raise UserError(
+                f"--{name.replace('_', '-')} must be a positive whole number, got {value}"
+            )
+    for name in ("request_rate", "gpu_memory_utilization"):
+        value = getattr(args, name)
+        if value is not None and (not math.isfinite(value) or value <= 0):
+            raise UserError(f"--{name.replace('_', '-')} must be a positive number, got {value}")
+    if args.gpu_memory_utilization is not None and args.gpu_memory_utilization > 1:
+        raise UserError("--gpu-memory-utilization is a fraction of the GPU: at most 1")
+    if (args.num_prompts or 0) > 200_000 or (args.concurrency or 0) > 200_000:
+        raise UserError("--num-prompts and --concurrency are capped at 200,000 for an estimate")
+
+
+def run(args: argparse.Namespace) -> int:
+    from vfleet.catalog import load_model
+    from vfleet.cluster import load_cluster
+    from vfleet.estimate import EstimateRequest, estimate
+    from vfleet.planner import parse_layout
+    from vfleet.versions import traits
+
+    _check(args)
+    cluster = load_cluster(args.cluster)
+    req = EstimateRequest(
+        spec=load_model(args.model),
+        cluster=cluster,
+        layout=parse_layout(args.layout),
+        traits=traits(args.vllm_version or cluster.vllm_version),
+        input_len=args.input_len,
+        output_len=args.output_len,
+        concurrency=args.concurrency,
+        num_prompts=args.num_prompts,
+        request_rate=args.request_rate,
+        dataset=args.dataset,
+        replicas=args.replicas,
+        quantization=args.quantization,
+        kv_cache_dtype=args.kv_cache_dtype,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        max_model_len=args.max_model_len,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        all2all_backend=args.all2all_backend,
+    )
+    result = estimate(req).to_json()
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(render_text(result))
+    return 0
+
+
+def render_text(r: dict) -> str:
+    w, s = r["workload"], r["scheduler"]
+    c = w["concurrency"] or "all at once"
+    lines = [
+        f"Estimate: {r['model']} on {r['gpus']} x {r['gpu']} as {r['replicas']} x {r['layout']} "
+        f"(vLLM {r['vllm_version']}), {w['dataset']} {w['input_len']}->{w['output_len']} "
+        f"tokens, {w['num_prompts']} prompts, concurrency {c}",
+        "",
+        f"  output tokens/s   {r['output_tokens_per_s']:>12,.1f}   "
+        f"({r['output_tokens_per_s_per_gpu']:,.1f} per GPU)",
+        f"  requests/s        {r['request_throughput']:>12,.3f}",
+        f"  TTFT ms           median {r['ttft_ms']['median']:,.1f}   "
+        f"p99 {r['ttft_ms']['p99']:,.1f}",
+        f"  TPOT ms           median {r['tpot_ms']['median']:,.2f}   "
+        f"p99 {r['tpot_ms']['p99']:,.2f}",
+        f"  running seqs      {r['running_seqs']:>12,.1f} per engine (max-num-seqs "
+        f"{s['max_num_seqs']}, KV holds {s['kv_cap_seqs']:,} at full length)",
+        f"  preemptions       {r['preemptions']:>12,}",
+        "",
+        "  Mean step, ms per engine rank:",
+    ]
+    for key, value in r["step_breakdown_ms"].items():
+        lines.append(f"    {key.replace('_', ' '):20} {value:10.3f}")
+    params = r["parameters"]
+    note = f"fitted {params['gpu_generation']}"
+    if params["borrowed_from"]:
+        note = f"no fit for {params['gpu_generation']}: {params['borrowed_from']}'s values"
+    lines += [
+        "",
+        f"  Knobs: --max-num-seqs {s['max_num_seqs']} --max-num-batched-tokens "
+        f"{s['max_num_batched_tokens']} --kv-cache-dtype {s['kv_cache_dtype']}"
+        + (" --enable-chunked-prefill" if s["enable_chunked_prefill"] else ""),
+        f"  Cost model: {note} efficiencies, {params['engine_generation']} engine overheads"
+        + (", async scheduling" if params["async_scheduling"] else ""),
+    ]
+    if r["plan_would_reject"]:
+        lines.append(f"  vfleet plan would not pick this layout: {r['plan_would_reject']}")
+    return "\n".join(lines)

@@ -1,0 +1,199 @@
+"""The measured development set (data/perf_cases/measured.json) as estimator inputs.
+
+Each published run becomes the `vfleet estimate` call that describes it: the catalog model,
+the GPU, a cluster of its nodes, the layout as launched, the release, the scheduler knobs it
+states, and the client's workload. Runs vfleet does not model are kept with the reason
+(another engine, disaggregated prefill and decode, no output throughput published, a model
+or GPU outside the catalogs), so the bench can show them without scoring them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from vfleet.catalog import load_model
+from vfleet.cluster import cluster_from_dict
+from vfleet.errors import UserError
+from vfleet.estimate import EstimateRequest
+from vfleet.perf_params import Fit, default_fit
+from vfleet.planner import Candidate
+from vfleet.versions import traits
+
+CASES_FILE = Path(__file__).parent / "data" / "perf_cases" / "measured.json"
+# ShareGPT's mean lengths in `vllm bench serve` (from the published runs that give request
+# throughput: output = output tok/s / req/s, input = (total - output) tok/s / req/s).
+SHAREGPT_MEAN_IN, SHAREGPT_MEAN_OUT = 217, 197
+
+MODELS = (
+    ("DeepSeek-V3-AWQ", "deepseek-ai/DeepSeek-V3", "awq"),
+    ("DeepSeek-V3.2-NVFP4", "", ""),
+    ("DeepSeek-V3.2", "deepseek-ai/DeepSeek-V3.2", None),
+    ("DeepSeek-R1-0528-NVFP4", "", ""),
+    ("DeepSeek-R1", "deepseek-ai/DeepSeek-R1", None),
+    ("DeepSeek-V3", "deepseek-ai/DeepSeek-V3", None),
+    ("Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen3-235B-A22B-FP8", None),
+    ("Qwen3-235B-A22B-Instruct-2507", "Qwen/Qwen3-235B-A22B", None),
+    ("gpt-oss-120b", "openai/gpt-oss-120b", None),
+    ("Llama-3.1-405B-FP8", "meta-llama/Llama-3.1-405B-Instruct", "fp8"),
+    ("Llama-3.1-8B-Instruct-FP8", "meta-llama/Llama-3.1-8B-Instruct", "fp8"),
+    ("Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct", None),
+    ("Llama-3.1-70B", "meta-llama/Llama-3.1-70B-Instruct", None),
+    ("Mixtral-8x7B", "mistralai/Mixtral-8x7B-Instruct-v0.1", None),
+)
+GPUS = (("H200", "H200-SXM-141GB"), ("H100", "H100-SXM-80GB"), ("H20", "H20-96GB"))
+# A single HGX node: NVSwitch all-reduce bus bandwidth as NCCL measures it on H100/H200.
+NVSWITCH_BUSBW = 450.0
+# Two HGX nodes over 8 x 400 Gb/s InfiniBand or EFA (the published runs do not restate it).
+SCALE_OUT_BUSBW = 45.0
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    group: str
+    raw: dict[str, Any]
+    request: EstimateRequest | None
+    skip: str  # why it is shown but not scored
+    measured_tok_s: float | None
+    measured_tpot_ms: float | None  # median TPOT of a steady (fixed-concurrency) run
+    layout_label: str
+
+
+def _model(name: str) -> tuple[str, str | None] | None:
+    for needle, model, quant in MODELS:
+        if needle.lower() in name.lower():
+            return (model, quant) if model else None
+    return None
+
+
+def _gpu(name: str) -> str | None:
+    if "AMBIGUOUS" in name:
+        return None
+    for needle, gpu in GPUS:
+        if needle in name:
+            return gpu
+    return None
+
+
+def _version(text: str | None) -> str | None:
+    match = re.search(r"v?(\d+\.\d+\.\d+)", text or "")
+    if match:
+        return match.group(1)
+    match = re.search(r"v?(\d+\.\d+)\b", text or "")
+    return f"{match.group(1)}.0" if match else None
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def _case(raw: dict[str, Any], fit: Fit) -> Case:
+    results = raw.get("results") or {}
+    workload = raw.get("workload") or {}
+    layout = raw.get("layout") or {}
+    sched = raw.get("scheduler") or {}
+    label = str(raw.get("layout_label") or "")
+    measured = results.get("output_tokens_per_s")
+    concurrency = _int(workload.get("max_concurrency") or workload.get("concurrency"))
+    tpot = (results.get("tpot_ms") or {}).get("median") if concurrency else None
+    base = {
+        "id": raw["id"],
+        "group": raw.get("comparison_group") or raw["id"],
+        "raw": raw,
+        "measured_tok_s": float(measured) if measured else None,
+        "measured_tpot_ms": float(tpot) if tpot else None,
+        "layout_label": label,
+    }
+
+    def skip(reason: str) -> Case:
+        return Case(request=None, skip=reason, **base)
+
+    engine = str(raw.get("engine") or "")
+    if not engine.startswith("vllm") or "ROCm" in engine:
+        return skip(f"engine {engine}: vfleet models vLLM on NVIDIA GPUs")
+    if layout.get("disaggregated") or "Dynamo" in str(raw.get("engine_version")):
+        return skip("disaggregated prefill/decode: not modelled")
+    if not measured:
+        return skip("no output tokens/s published")
+    model = _model(str(raw.get("model")))
+    gpu = _gpu(str(raw.get("gpu")))
+    if model is None or gpu is None:
+        return skip(f"{raw.get('model')} on {raw.get('gpu')}: not in the catalogs")
+    dataset = str(workload.get("dataset") or "random").lower()
+    if "sharegpt" in dataset:
+        dataset = "sharegpt"
+        req_s = results.get("request_throughput")
+        total = results.get("total_tokens_per_s")
+        if req_s and total:
+            out_len = round(measured / req_s)
+            in_len = round((total - measured) / req_s)
+        else:
+            in_len, out_len = SHAREGPT_MEAN_IN, SHAREGPT_MEAN_OUT
+    elif dataset.startswith("random"):
+        dataset = "random"
+        in_len, out_len = _int(workload.get("input_len")), _int(workload.get("output_len"))
+        if not in_len or not out_len:
+            return skip("lengths not published")
+    else:
+        return skip(f"dataset {dataset}: not modelled")
+    gpus, nodes = int(raw.get("num_gpus") or 1), int(raw.get("nodes") or 1)
+    tp = _int(layout.get("tensor_parallel_size")) or 1
+    pp = _int(layout.get("pipeline_parallel_size")) or 1
+    dp = _int(layout.get("data_parallel_size")) or 1
+    ep = bool(layout.get("enable_expert_parallel") or layout.get("expert_parallel_size"))
+    replicas = 1
+    if "independent" in str(layout.get("note", "")) or "replicas" in label:
+        replicas, dp = dp, 1
+    spec = {
+        "nodes": nodes,
+        "gpus_per_node": max(gpus // nodes, 1),
+        "gpu": gpu,
+        "intra_node": {"link": "nvswitch", "busbw_GBps": NVSWITCH_BUSBW},
+    }
+    if nodes > 1:
+        spec["inter_node"] = {"fabric": "infiniband", "busbw_GBps": SCALE_OUT_BUSBW}
+    rate = workload.get("request_rate")
+    rate_value = float(rate) if isinstance(rate, int | float) else None
+    model_id, quant = model
+    try:
+        request = EstimateRequest(
+            spec=load_model(model_id),
+            cluster=cluster_from_dict(spec),
+            layout=Candidate(tp, pp, dp, ep, 1),
+            traits=traits(_version(str(raw.get("engine_version"))) or "0.11.0"),
+            input_len=in_len,
+            output_len=out_len,
+            concurrency=concurrency,
+            num_prompts=_int(workload.get("num_prompts")) or 10 * (concurrency or 50),
+            request_rate=rate_value,
+            dataset=dataset,
+            replicas=replicas,
+            quantization=quant,
+            max_num_seqs=_int(sched.get("max_num_seqs")),
+            max_num_batched_tokens=_int(sched.get("max_num_batched_tokens")),
+            max_model_len=_int(sched.get("max_model_len")),
+            enable_chunked_prefill=sched.get("chunked_prefill"),
+            num_scheduler_steps=_int(sched.get("num_scheduler_steps")) or 1,
+            all2all_backend=layout.get("all2all_backend"),
+            fit=fit,
+        )
+    except UserError as exc:
+        return skip(str(exc))
+    return Case(request=request, skip="", **base)
+
+
+@cache
+def _raw_cases() -> tuple[dict[str, Any], ...]:
+    return tuple(json.loads(CASES_FILE.read_text())["cases"])
+
+
+def load_cases(fit: Fit | None = None) -> list[Case]:
+    return [_case(raw, fit or default_fit()) for raw in _raw_cases()]
