@@ -72,6 +72,7 @@ bench: setup ## Print the benchmark numbers (accuracy, speed)
 	$(VENV)/bin/python bench/kv_accuracy.py
 	$(VENV)/bin/python bench/budget_speed.py
 	$(VENV)/bin/python bench/plan_speed.py
+	$(VENV)/bin/python bench/perf_accuracy.py
 
 bench-aic: setup ## Score our plans with NVIDIA AIConfigurator (installs it, ~850 MB)
 	bash scripts/install-aiconfigurator.sh

@@ -127,7 +127,19 @@ def plan_document(
     ]
     doc["hosts"] = hosts(cluster, winner)
     doc["reason"] = winner_reason(winner, feasible[1] if len(feasible) > 1 else None)
+    doc["idle_gpus"] = cluster.total_gpus - winner.gpus_used
+    if doc["idle_gpus"]:
+        doc["reason"] += "; " + idle_note(cluster, winner)
     return doc
+
+
+def idle_note(cluster: ClusterSpec, winner: Evaluated) -> str:
+    idle = cluster.total_gpus - winner.gpus_used
+    return (
+        f"{idle} of {cluster.total_gpus} GPUs stay idle: {winner.candidate.gpus}-GPU engines "
+        f"do not divide the cluster, and every layout that would use them all is slower or "
+        "refused (see the table)"
+    )
 
 
 def winner_reason(winner: Evaluated, runner_up: Evaluated | None) -> str:
@@ -137,7 +149,14 @@ def winner_reason(winner: Evaluated, runner_up: Evaluated | None) -> str:
         f"{winner.candidate.label} x {winner.replicas} replica(s) gives the most output "
         f"tokens/s ({winner.tokens_per_s:,.0f}) "
     )
-    text += "within the SLOs" if winner.meets_slo else "though no layout meets the SLOs"
+    if winner.meets_slo:
+        text += "within the SLOs"
+    else:
+        text += (
+            f"closest to the SLOs, which no layout meets here (TTFT p99 "
+            f"{p.ttft_p99_s * 1e3:,.0f} ms, TPOT {p.tpot_s * 1e3:,.1f} ms at "
+            f"{p.running_per_rank} sequences per rank): loosen the targets or add GPUs"
+        )
     if runner_up:
         text += f"; next best {runner_up.candidate.label}: {why_lost(winner, runner_up)}"
     return text
@@ -213,7 +232,8 @@ def table(
     winner = feasible[0]
     lines += [
         "",
-        f"  Chosen: {winner_reason(winner, feasible[1] if len(feasible) > 1 else None)}",
+        f"  Chosen: {winner_reason(winner, feasible[1] if len(feasible) > 1 else None)}"
+        + (f"; {idle_note(cluster, winner)}" if winner.gpus_used < cluster.total_gpus else ""),
         f"  Knobs: --gpu-memory-utilization {winner.budget.gpu_memory_utilization} "
         f"--max-num-seqs {winner.max_num_seqs} --max-num-batched-tokens "
         f"{winner.max_num_batched_tokens} --enable-chunked-prefill --kv-cache-dtype "

@@ -1,0 +1,218 @@
+"""The throughput estimator: scheduler replay invariants, the step cost model's physics,
+`vfleet estimate`, and its accuracy on the measured development set."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vfleet import perf
+from vfleet.catalog import load_model
+from vfleet.cluster import cluster_from_dict
+from vfleet.estimate import EstimateRequest, estimate, request_lengths
+from vfleet.planner import parse_layout
+from vfleet.simulate import Client, EngineLimits, replay
+from vfleet.versions import traits
+
+REPO = Path(__file__).resolve().parent.parent
+H200 = {
+    "nodes": 1,
+    "gpus_per_node": 8,
+    "gpu": "H200-SXM-141GB",
+    "intra_node": {"link": "nvswitch", "busbw_GBps": 450},
+}
+
+
+def _request(layout: str, **kw) -> EstimateRequest:
+    base = dict(
+        spec=load_model("deepseek-ai/DeepSeek-R1"),
+        cluster=cluster_from_dict(H200),
+        layout=parse_layout(layout),
+        traits=traits("0.11.0"),
+        input_len=1024,
+        output_len=256,
+        concurrency=64,
+        num_prompts=256,
+    )
+    base.update(kw)
+    return EstimateRequest(**base)
+
+
+def test_closed_loop_replay_keeps_the_limits_and_finishes_every_request():
+    limits = EngineLimits(
+        max_num_seqs=16, max_num_batched_tokens=512, kv_tokens=8000, block_size=16
+    )
+    n = 200
+    traj = replay(np.full(n, 300), np.full(n, 50), limits, Client(concurrency=24))
+    assert (traj.finish_step >= 0).all() and (traj.first_step >= 0).all()
+    assert traj.running.max() <= 16
+    assert (traj.decode + traj.prefill).max() <= 512
+    # Every prompt token is computed once (no preemption at this size) and every output made.
+    assert traj.prefill.sum() == 300 * n and traj.preemptions == 0
+    assert (traj.first_step <= traj.finish_step).all()
+
+
+def test_a_kv_cache_too_small_for_the_batch_preempts_instead_of_overflowing():
+    limits = EngineLimits(
+        max_num_seqs=64, max_num_batched_tokens=2048, kv_tokens=3000, block_size=16
+    )
+    traj = replay(np.full(64, 200), np.full(64, 200), limits, Client(concurrency=None))
+    assert traj.preemptions > 0
+    assert (traj.finish_step >= 0).all()
+    # Recomputed prompts show up as extra prefill work.
+    assert traj.prefill.sum() > 200 * 64
+
+
+def test_v0_scheduler_runs_prefill_and_decode_in_separate_steps():
+    limits = EngineLimits(
+        max_num_seqs=8,
+        max_num_batched_tokens=4096,
+        kv_tokens=100000,
+        block_size=16,
+        chunked_prefill=False,
+    )
+    traj = replay(np.full(32, 500), np.full(32, 20), limits, Client(None), v0_scheduler=True)
+    assert not ((traj.prefill > 0) & (traj.decode > 0)).any()
+
+
+def test_sharegpt_lengths_have_the_asked_means_and_its_limits():
+    prompts, outputs = request_lengths("sharegpt", 1000, 217, 197)
+    assert abs(prompts.mean() - 217) < 5 and abs(outputs.mean() - 197) < 8
+    assert prompts.max() <= 1024 and (prompts + outputs).max() <= 2048 and outputs.min() >= 4
+    assert np.median(outputs) < outputs.mean()  # the long tail ShareGPT is known for
+
+
+def test_small_messages_on_slow_links_cost_their_latency():
+    ethernet = perf.Link("ethernet", 2.9)
+    nvlink = perf.Link("nvlink", 450)
+    # A 640-byte PP send: latency-bound (tens of microseconds), not a bandwidth penalty.
+    assert ethernet.collective_s(640.0, 2, factor=1.0) < 1e-4
+    assert nvlink.collective_s(640.0, 2, factor=1.0) < ethernet.collective_s(640.0, 2, factor=1.0)
+    # A large message is bandwidth-bound on both, 150x apart.
+    ratio = ethernet.collective_s(1e9, 8) / nvlink.collective_s(1e9, 8)
+    assert 100 < ratio < 200
+
+
+def test_more_concurrency_raises_throughput_and_tpot_until_the_batch_saturates():
+    low = estimate(_request("TP1 DP8 EP", concurrency=8, num_prompts=64))
+    high = estimate(_request("TP1 DP8 EP", concurrency=256, num_prompts=1024))
+    assert high.output_tokens_per_s > 3 * low.output_tokens_per_s
+    assert high.tpot_ms["median"] > low.tpot_ms["median"]
+    assert low.running_seqs <= 1.01  # 8 requests over 8 DP ranks
+
+
+def test_estimate_evaluates_a_layout_plan_would_refuse_and_says_why(tmp_path):
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(
+        "nodes: 2\ngpus_per_node: 8\ngpu: H20-96GB\n"
+        "intra_node: {link: nvswitch, busbw_GBps: 450}\n"
+        "inter_node: {fabric: ethernet, busbw_GBps: 2.9}\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vfleet.cli",
+            "estimate",
+            "--cluster",
+            str(cluster),
+            "--model",
+            "deepseek-ai/DeepSeek-R1",
+            "--layout",
+            "TP16",
+            "--input-len",
+            "3000",
+            "--output-len",
+            "150",
+            "--concurrency",
+            "8",
+            "--vllm-version",
+            "0.9.0",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    for key in (
+        "output_tokens_per_s",
+        "output_tokens_per_s_per_gpu",
+        "request_throughput",
+        "ttft_ms",
+        "tpot_ms",
+        "running_seqs",
+        "step_breakdown_ms",
+    ):
+        assert key in doc
+    assert set(doc["ttft_ms"]) >= {"median", "p99"} and set(doc["tpot_ms"]) >= {"median", "p99"}
+    assert "never crosses slow links" in doc["plan_would_reject"]
+    # Over Ethernet the TP all-reduces dominate the step.
+    parts = doc["step_breakdown_ms"]
+    assert parts["tp_comm"] > parts["linear"]
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--layout", "TP3X"], "write it like"),
+        (["--layout", "TP8", "--input-len", "0"], "--input-len must be a positive"),
+        (["--layout", "TP8", "--request-rate", "nan"], "--request-rate must be a positive"),
+        (["--layout", "TP16"], "needs 16 GPUs"),
+        (["--layout", "TP1"], "does not fit"),
+    ],
+)
+def test_bad_estimate_input_exits_2_with_one_line(argv, says, tmp_path):
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(
+        "nodes: 1\ngpus_per_node: 8\ngpu: H200-SXM-141GB\n"
+        "intra_node: {link: nvswitch, busbw_GBps: 450}\n"
+    )
+    args = [
+        "--cluster",
+        str(cluster),
+        "--model",
+        "deepseek-ai/DeepSeek-R1",
+        "--input-len",
+        "128",
+        "--output-len",
+        "16",
+        "--concurrency",
+        "4",
+        *argv,
+    ]
+    out = subprocess.run(
+        [sys.executable, "-m", "vfleet.cli", "estimate", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 2, out.stdout
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], out.stderr
+
+
+def test_the_bundled_fit_meets_its_targets_on_the_development_set():
+    """The fitted parameters in data/perf_fit.json, scored the way bench/perf_accuracy.py
+    scores them: median |output tok/s error| <= 20% and >= 85% of same-group pairs whose
+    measured gap exceeds 5% in the right order."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import perf_accuracy
+    finally:
+        sys.path.pop(0)
+    from vfleet.perf_params import default_fit
+    from vfleet.perfcases import load_cases
+
+    scored, _ = perf_accuracy.prepare_all(load_cases())
+    perf_accuracy.predict_all(scored, default_fit())
+    st = perf_accuracy.stats(scored)
+    assert st["points"] >= 35
+    assert st["median_abs_error"] <= 0.20, st
+    assert st["pairs_right"] >= 0.85, st
