@@ -56,8 +56,8 @@ BOUNDS = {
     "step_s": (1e-4, 0.1),
     "seq_s": (1e-7, 5e-4),
     "request_s": (1e-5, 0.05),
-    "eager_layer_s": (2e-6, 5e-4),
-    "graph_layer_s": (1e-6, 3e-4),
+    "eager_kernel_s": (2e-7, 5e-5),
+    "graph_kernel_s": (5e-7, 3e-5),
 }
 
 
@@ -262,8 +262,8 @@ def print_fit(fit: Fit) -> None:
     for gen, over in fit.overheads.items():
         print(
             f"  {gen:8} step {over.step_s * 1e3:.3g} ms, per seq {over.seq_s * 1e6:.3g} us, "
-            f"per request {over.request_s * 1e3:.3g} ms, layer unit eager "
-            f"{over.eager_layer_s * 1e6:.3g} us / graphed {over.graph_layer_s * 1e6:.3g} us"
+            f"per request {over.request_s * 1e3:.3g} ms, per kernel {over.graph_kernel_s * 1e6:.3g}"
+            f" us (+{over.eager_kernel_s * 1e6:.3g} us without CUDA graphs)"
         )
 
 

@@ -1,4 +1,4 @@
-"""The planner against the seed chapter's scenarios (issue 3, item 7)."""
+"""The planner against the high-concurrency chapter's scenarios and the estimator's known limits."""
 
 from pathlib import Path
 
@@ -108,3 +108,116 @@ def test_gpu_memory_utilization_drops_when_the_probe_saw_other_processes():
     )
     assert gpu_memory_utilization(cluster, traits(None)) == 0.92
     assert gpu_memory_utilization(busy, traits(None)) <= 0.85
+
+
+def _plan_spec(text: str, model: str, workload: str = "chat", version: str | None = None):
+    import yaml
+
+    from vfleet.cluster import cluster_from_dict
+
+    inputs = PlanInputs(
+        spec=load_model(model),
+        cluster=cluster_from_dict(yaml.safe_load(text)),
+        workload=load_workload(workload),
+        traits=traits(version),
+    )
+    ranked = plan(inputs)
+    return ranked[0], ranked, inputs
+
+
+NVL72 = (
+    "nodes: {n}\ngpus_per_node: 4\ngpu: GB200\n"
+    "intra_node: {{link: nvswitch, busbw_GBps: 700}}\n"
+    "inter_node: {{fabric: nvlink, busbw_GBps: 700, nvlink_domain_gpus: 72}}\n"
+)
+
+
+def test_one_nvl72_rack_is_used_whole():
+    winner, _, _ = _plan_spec(NVL72.format(n=18), "deepseek-ai/DeepSeek-V3")
+    assert winner.gpus_used == 72
+
+
+def test_expert_groups_stay_inside_one_nvlink_domain():
+    """Two 72-GPU racks: an expert group of 96 or 144 GPUs would cross the racks' slower
+    scale-out network, so it is refused with the reason, not costed at NVLink speed."""
+    _, ranked, _ = _plan_spec(NVL72.format(n=36), "deepseek-ai/DeepSeek-V3")
+    wide = [e for e in ranked if e.candidate.dp > 1 and e.candidate.gpus > 72]
+    assert wide and all("NVLink domain" in e.rejected for e in wide)
+
+
+def test_a_large_cluster_keeps_room_for_bursts_in_max_num_seqs():
+    """1,024 nodes share 512 requests: about one per engine rank, yet max-num-seqs comes
+    from the KV budget and the SLOs, not from that share."""
+    text = (
+        "nodes: 1024\ngpus_per_node: 8\ngpu: H100-SXM-80GB\n"
+        "intra_node: {link: nvswitch, busbw_GBps: 450}\n"
+        "inter_node: {fabric: infiniband, busbw_GBps: 350}\n"
+    )
+    winner, _, _ = _plan_spec(text, "meta-llama/Llama-3.1-70B-Instruct")
+    assert winner.max_num_seqs >= min(32, winner.kv_cap) > 1
+    assert winner.prediction is not None and winner.prediction.running_per_rank <= 2
+
+
+def test_idle_gpus_are_named_with_the_reason():
+    from vfleet import plan_output
+
+    text = (
+        "nodes: 128\ngpus_per_node: 8\ngpu: H100-SXM-80GB\n"
+        "intra_node: {link: nvswitch, busbw_GBps: 450}\n"
+        "inter_node: {fabric: ethernet, busbw_GBps: 2.9}\n"
+    )
+    winner, ranked, inputs = _plan_spec(text, "meta-llama/Llama-3.1-405B-Instruct")
+    doc = plan_output.plan_document(
+        inputs.cluster, inputs.workload, ranked, inputs.spec.name, "0.33.0"
+    )
+    assert doc["idle_gpus"] == 1024 - winner.gpus_used
+    if doc["idle_gpus"]:
+        assert "GPUs stay idle" in doc["reason"]
+    # Whole-cluster layouts were costed, not left out.
+    assert any(e.gpus_used == 1024 and not e.rejected for e in ranked)
+
+
+def test_an_unmeetable_slo_says_so_and_keeps_the_closest_layout(tmp_path):
+    from vfleet import plan_output
+
+    strict = tmp_path / "strict.yaml"
+    strict.write_text(
+        "input_len: {mean: 1024, p99: 4096}\noutput_len: {mean: 256, p99: 1024}\n"
+        "concurrency: 512\nslo: {ttft_p99_ms: 5, tpot_p99_ms: 1}\n"
+    )
+    inputs = PlanInputs(
+        spec=load_model("deepseek-ai/DeepSeek-V3"),
+        cluster=load_cluster(CLUSTERS / "1x8-h200.yaml"),
+        workload=load_workload(str(strict)),
+        traits=traits(None),
+    )
+    ranked = plan(inputs)
+    winner = ranked[0]
+    assert not winner.meets_slo
+    reason = plan_output.winner_reason(winner, None)
+    assert "no layout meets here" in reason and "loosen the targets or add GPUs" in reason
+    # The closest option is a real batch, not a fallback to one sequence.
+    assert winner.max_num_seqs >= 1 and winner.prediction is not None
+
+
+def test_dp_with_pp_is_considered_from_vllm_0_9_1():
+    text = (
+        "nodes: 4\ngpus_per_node: 8\ngpu: H200-SXM-141GB\n"
+        "intra_node: {link: nvswitch, busbw_GBps: 450}\n"
+        "inter_node: {fabric: infiniband, busbw_GBps: 350}\n"
+    )
+    _, new, _ = _plan_spec(text, "deepseek-ai/DeepSeek-V3", version="0.11.0")
+    _, old, _ = _plan_spec(text, "deepseek-ai/DeepSeek-V3", version="0.9.0")
+
+    def dp_pp(ranked):
+        return [e for e in ranked if e.candidate.dp > 1 and e.candidate.pp > 1]
+
+    assert any(not e.rejected for e in dp_pp(new))
+    assert dp_pp(old) and all(e.rejected for e in dp_pp(old))
+    assert any("0.9.1" in e.rejected for e in dp_pp(old))
+
+
+def test_moe_max_num_seqs_keeps_tpot_inside_the_slo():
+    winner, _ = _plan("1x8-h200.yaml", "deepseek-ai/DeepSeek-V3")
+    assert winner.meets_slo and winner.prediction is not None
+    assert winner.prediction.tpot_s * 1e3 <= 50

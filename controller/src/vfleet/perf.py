@@ -276,7 +276,9 @@ def step_cost(
 
     # Overheads: launches per layer (CUDA graphs only for decode-only steps), CPU per step.
     graphs = (prefill <= 0) & (decode <= CUDA_GRAPH_MAX_BATCH)
-    launch = layer_units(spec, e) * (over.graph_layer_s + np.where(graphs, 0.0, over.eager_layer_s))
+    launch = kernels_per_step(spec, e) * (
+        over.graph_kernel_s + np.where(graphs, 0.0, over.eager_kernel_s)
+    )
     cpu = (over.step_s + over.seq_s * seqs + over.request_s * new_requests) * cpu_scale / e.pp
     gpu_busy = linear_roof + attention_roof + tp_s + moe_s + dcp_s + launch
     hidden_cpu = np.maximum(cpu - gpu_busy, 0.0) if params.async_scheduling else cpu
@@ -296,14 +298,22 @@ def step_cost(
     )
 
 
-def layer_units(spec: ModelSpec, e: EngineShape) -> float:
-    """A stage's kernel work in units of one dense GQA decoder layer's worth of small
-    kernels (norms, projections, rotary, attention, MLP): MLA's extra projections and
-    absorbed-weight kernels add half a unit per layer, a routed MoE block (router, top-k,
-    token alignment, two grouped GEMMs, combine) one more. These set the step's floor at
-    small batch, where no kernel is busy long."""
-    units = e.layers_per_stage * (1.5 if spec.is_mla else 1.0)
-    return units + e.moe_layers_per_stage * 1.0
+def kernels_per_step(spec: ModelSpec, e: EngineShape) -> float:
+    """Kernels one stage launches per step, counted from the layer's structure. At small
+    batch no kernel is busy long, so their count sets the step's floor.
+
+    Per layer: norms, rotary, attention, activation and residual kernels (6); one per
+    GEMM, and one more per GEMM where activations are quantised to FP8 first; GQA has two
+    projections (qkv, out), MLA six (q down/up, kv down, two absorbed bmm, out); a dense MLP
+    two; a routed MoE block its router, two grouped GEMMs and three routing kernels
+    (top-k, alignment, combine), and a shared expert two GEMMs more.
+    """
+    per_gemm = 2 if e.compute == "fp8" else 1
+    attention = 6 if spec.is_mla else 2
+    dense_layer = 6 + per_gemm * (attention + 2)
+    moe_layer = 6 + per_gemm * (attention + 2 + (2 if spec.num_shared_experts else 0)) + 4
+    moe = e.moe_layers_per_stage
+    return float(moe * moe_layer + (e.layers_per_stage - moe) * dense_layer)
 
 
 def pipeline_step_s(cost: StepCost, pp: int) -> Any:

@@ -53,15 +53,15 @@ class Overheads:
     """CPU per scheduled sequence per step."""
     request_s: float = 0.5e-3
     """CPU per request as it starts (input processing, block tables, sampling set-up)."""
-    eager_layer_s: float = 40e-6
-    """Extra per layer unit in a step without full CUDA graphs (mixed prefill steps)."""
-    graph_layer_s: float = 20e-6
-    """Per layer unit in a decode step replayed from a CUDA graph: the floor of its small
-    kernels (`vfleet.perf.layer_units`)."""
+    eager_kernel_s: float = 4e-6
+    """Extra per kernel in a step without full CUDA graphs (mixed prefill steps)."""
+    graph_kernel_s: float = 4e-6
+    """Per kernel, the floor of a small kernel replayed from a CUDA graph
+    (`vfleet.perf.kernels_per_step`)."""
 
 
 FITTED_EFFICIENCY = ("gemm", "moe_gemm", "moe_narrow_cols", "hbm", "kv_read", "attention", "a2a")
-FITTED_OVERHEADS = ("step_s", "seq_s", "request_s", "eager_layer_s", "graph_layer_s")
+FITTED_OVERHEADS = ("step_s", "seq_s", "request_s", "eager_kernel_s", "graph_kernel_s")
 # Engine generations whose overheads differ: V0 before the 0.6 CPU-overhead work, V0 0.6-0.7,
 # and the V1 engine (0.8+). Async scheduling (on by default from 0.14) hides the CPU work.
 ENGINE_GENERATIONS = ("v0", "v0.6", "v1")
