@@ -216,3 +216,42 @@ def test_the_bundled_fit_meets_its_targets_on_the_development_set():
     assert st["points"] >= 35
     assert st["median_abs_error"] <= 0.20, st
     assert st["pairs_right"] >= 0.85, st
+
+
+@pytest.mark.parametrize(
+    "cluster, model",
+    [
+        ("1x8-h200.yaml", "deepseek-ai/DeepSeek-V3"),
+        ("1x8-h100.yaml", "meta-llama/Llama-3.1-70B-Instruct"),
+        ("2x8-h100-25gbe.yaml", "deepseek-ai/DeepSeek-V3"),
+    ],
+)
+def test_plan_and_estimate_agree_on_the_plans_own_operating_point(cluster, model):
+    """The planner's steady state and the full scheduler replay price the same engine with
+    the same step model: at the plan's knobs and the workload's concurrency they agree."""
+    from vfleet.cluster import load_cluster
+    from vfleet.planner import PlanInputs, plan
+    from vfleet.workload import PRESETS
+
+    spec, work = load_model(model), PRESETS["chat"]
+    clus = load_cluster(REPO / "examples" / "clusters" / cluster)
+    winner = plan(PlanInputs(spec=spec, cluster=clus, workload=work, traits=traits(None)))[0]
+    est = estimate(
+        EstimateRequest(
+            spec=spec,
+            cluster=clus,
+            layout=winner.candidate,
+            traits=traits(None),
+            input_len=work.input_mean,
+            output_len=work.output_mean,
+            concurrency=work.concurrency,
+            num_prompts=4 * work.concurrency,
+            replicas=winner.replicas,
+            kv_cache_dtype=winner.budget.kv_cache_dtype,
+            max_num_seqs=winner.max_num_seqs,
+            max_num_batched_tokens=winner.max_num_batched_tokens,
+            max_model_len=winner.budget.max_model_len,
+        )
+    )
+    assert est.output_tokens_per_s == pytest.approx(winner.tokens_per_s, rel=0.15)
+    assert est.tpot_ms["median"] == pytest.approx(winner.prediction.tpot_s * 1e3, rel=0.15)

@@ -101,7 +101,7 @@ def predict_grid(
     context = input_mean + output_mean / 2
     new = prefill / max(input_mean, 1.0)
 
-    def cost(extra_prefill: Any, pairs_per_token: float) -> perf.StepCost:
+    def cost(extra_prefill: Any, starting: Any) -> perf.StepCost:
         return perf.step_cost(
             spec,
             gpu,
@@ -110,17 +110,30 @@ def predict_grid(
             decode=decoding / pp,
             decode_context=decoding * context / pp,
             prefill=extra_prefill / pp,
-            prefill_pairs=extra_prefill * pairs_per_token / pp,
-            seqs=(decoding + new) / pp,
-            new_requests=new / pp,
+            prefill_pairs=extra_prefill * (input_mean / 2) / pp,
+            seqs=(decoding + starting) / pp,
+            new_requests=starting / pp,
         )
 
-    steady = cost(prefill, input_mean / 2)
+    # Prompts arrive in bursts, not spread over every step: a step that carries one runs
+    # without full CUDA graphs, the others replay them. `mixed` is the share of such steps.
+    mixed = np.minimum(1.0, new * np.ceil(input_mean / room))
+    share = np.maximum(mixed, 1e-9)
+    with_prefill = cost(prefill / share, new / share)
+    decode_only = cost(0.0 * prefill, 0.0 * new)
+    steady = _blend(with_prefill, decode_only, mixed)
     tpot = perf.pipeline_step_s(steady, pp)
     # A token that meets a full chunk waits one such step, then pp - 1 ordinary ones.
     chunk = room
-    worst = cost(chunk, input_mean / 2)
+    worst = cost(chunk, chunk / max(input_mean, 1.0))
     itl_p99 = worst.step_s + (pp - 1) * (steady.step_s + worst.pp_s)
     ttft = np.ceil(input_p99 / chunk) * itl_p99
     throughput = decoding * e.dp / np.maximum(tpot, 1e-12)
     return Grid(r, tpot, itl_p99, ttft, throughput, steady)
+
+
+def _blend(a: perf.StepCost, b: perf.StepCost, share: Any) -> perf.StepCost:
+    """The mean step when a `share` of steps cost `a` and the rest `b`."""
+    return perf.StepCost(
+        **{k: share * v + (1 - share) * b.__dict__[k] for k, v in a.__dict__.items()}
+    )
