@@ -26,6 +26,7 @@ import math
 import statistics
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -235,6 +236,24 @@ def print_table(scored: list[Scored], skipped: list[tuple[Case, str]]) -> None:
         print(f"  {case.id[:60]:60} {why[:90]}")
 
 
+def print_groups(scored: list[Scored]) -> None:
+    """Each comparison group's runs in measured order, with the estimator's rank beside."""
+    groups: dict[str, list[Scored]] = {}
+    for s in scored:
+        groups.setdefault(s.case.group, []).append(s)
+    print("\nlayout order inside each comparison group (measured rank : vfleet rank):")
+    for group, members in sorted(groups.items()):
+        if len(members) < 2:
+            continue
+        by_pred = sorted(members, key=lambda m: -m.predicted)
+        print(f"  {group}")
+        for rank, m in enumerate(sorted(members, key=lambda m: -(m.case.measured_tok_s or 0))):
+            print(
+                f"    {rank + 1:>2} : {by_pred.index(m) + 1:<2} {m.case.id[-44:]:44} "
+                f"{m.case.measured_tok_s:9.0f} {m.predicted:9.0f}"
+            )
+
+
 def print_pairs(scored: list[Scored]) -> None:
     wrong = [(a, b) for a, b, ok in group_pairs(scored) if not ok]
     print(f"\npairs ordered wrongly ({len(wrong)}):")
@@ -267,11 +286,47 @@ def print_fit(fit: Fit) -> None:
         )
 
 
+def plot(scored: list[Scored], st: dict[str, float], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 6))
+    models = sorted({s.prepared.request.spec.name for s in scored})
+    for model in models:
+        pts = [s for s in scored if s.prepared.request.spec.name == model]
+        ax.scatter(
+            [s.case.measured_tok_s for s in pts],
+            [s.predicted for s in pts],
+            label=model.split("/")[-1],
+            s=24,
+        )
+    low, high = 20, 20000
+    line = np.geomspace(low, high, 50)
+    ax.plot(line, line, color="black", linewidth=1)
+    ax.fill_between(line, line * 0.8, line * 1.2, color="grey", alpha=0.2, label="within 20%")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    ax.set_xlabel("measured output tokens/s")
+    ax.set_ylabel("vfleet estimate, output tokens/s")
+    ax.set_title(
+        f"vfleet estimate vs {st['points']} measured vLLM runs "
+        f"(median |error| {st['median_abs_error']:.0%})"
+    )
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fit", action="store_true", help="refit and write data/perf_fit.json")
     parser.add_argument("--holdout", action="store_true", help="leave-one-group-out check")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--plot", type=Path, help="write predicted vs measured as a PNG")
     args = parser.parse_args()
     fit = default_fit()
     scored, skipped = prepare_all(load_cases(fit))
@@ -299,9 +354,13 @@ def main() -> int:
         print(json.dumps({"stats": st, "fit": fit.to_dict()}, indent=2))
         return 0
     print_table(scored, skipped)
+    print_groups(scored)
     print_pairs(scored)
     print_fit(fit)
     print_stats("development set", st)
+    if args.plot:
+        plot(scored, st, args.plot)
+        print(f"plot: {args.plot}")
     if args.holdout:
         held = holdout(scored, default_fit())
         errors = [abs(e) for _, e in held]

@@ -274,7 +274,16 @@ def prepare(req: EstimateRequest) -> Prepared:
             "raise --max-model-len"
         )
     e = shape.engine_shape(
-        req.spec, budget, cluster, c.tp, c.pp, c.dp, c.ep, c.dcp, req.all2all_backend
+        req.spec,
+        budget,
+        cluster,
+        c.tp,
+        c.pp,
+        c.dp,
+        c.ep,
+        c.dcp,
+        req.all2all_backend,
+        version=req.traits.version,
     )
     rate = req.request_rate / active if req.request_rate else None
     traj = None

@@ -77,7 +77,7 @@ class EngineShape:
     tp_link: Link
     moe_link: Link  # the link the MoE all-to-all (or DP gather) crosses
     pp_link: Link
-    all2all: str = "gather"  # gather (allgather/reduce-scatter, naive) | routed (DeepEP-style)
+    all2all: str = "gather"  # gather (allgather/reduce-scatter) | naive | routed (DeepEP-style)
 
 
 @dataclass(frozen=True)
@@ -267,6 +267,10 @@ def step_cost(
         else:
             sent = hidden_bytes * dp_busy / e.tp
         moe_s = 2 * e.moe_layers_per_stage * link.collective_s(sent, moe_ranks, factor=1.0)
+        if e.all2all == "naive":  # one broadcast per DP rank, each paying its latency
+            moe_s = moe_s + 2 * e.moe_layers_per_stage * (dp_busy - 1) * LATENCY_S.get(
+                link.kind, 60e-6
+            )
     dcp_s = 0.0 * tokens
     if e.dcp > 1:
         qk = (spec.kv_lora_rank + spec.qk_rope_head_dim) if spec.is_mla else spec.head_dim

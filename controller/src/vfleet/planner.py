@@ -323,7 +323,16 @@ def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
     blocks_per_seq = math.ceil(w.mean_context * 1.0 / budget.block_size / c.dcp)
     ev.kv_cap = max(1, int(HEADROOM * (budget.num_blocks - 1) / max(blocks_per_seq, 1)))
     e = shape.engine_shape(
-        spec, budget, cluster, c.tp, c.pp, c.dp, c.ep, c.dcp, params=_component_params(spec)
+        spec,
+        budget,
+        cluster,
+        c.tp,
+        c.pp,
+        c.dp,
+        c.ep,
+        c.dcp,
+        params=_component_params(spec),
+        version=inputs.traits.version,
     )
     target = max(1, math.ceil(w.concurrency / (replicas * c.dp)))
     ev.max_num_seqs, ev.max_num_batched_tokens, ev.prediction, ev.meets_slo = _choose_knobs(

@@ -32,9 +32,13 @@ ROUTED_BACKENDS = (
 )
 
 
-def all2all_kind(backend: str | None) -> str:
-    """How a backend moves tokens: 'routed' sends each token to its experts' ranks only."""
-    name = (backend or "").lower()
+def all2all_kind(backend: str | None, version: tuple[int, int, int] = (0, 33, 0)) -> str:
+    """How a backend moves tokens: 'routed' sends each token to its experts' ranks only;
+    'gather' all-gathers every DP rank's tokens and reduce-scatters the outputs (the default
+    from 0.11); 'naive' (the default before 0.11) broadcasts each rank's tokens in turn."""
+    name = (backend or ("naive" if version < (0, 11, 0) else "")).lower()
+    if name == "naive":
+        return "naive"
     if any(b in name for b in ROUTED_BACKENDS) or "deepep" in name or "uccl" in name:
         return "routed"
     return "gather"
@@ -85,6 +89,7 @@ def engine_shape(
     dcp: int,
     all2all_backend: str | None = None,
     params: dict[str, int] | None = None,
+    version: tuple[int, int, int] = (0, 33, 0),
 ) -> perf.EngineShape:
     """The heaviest pipeline stage of one engine rank (`params`: the model's component
     counts, when the caller already has them)."""
@@ -112,7 +117,7 @@ def engine_shape(
         dense_flops_per_token=dense_flops,
         expert_flops_per_token=expert_flops,
         compute=compute_format(budget.weight_format, cluster.gpu.arch),
-        all2all=all2all_kind(all2all_backend),
+        all2all=all2all_kind(all2all_backend, version),
         tp_link=tp_link,
         moe_link=moe_link,
         pp_link=pp_link,
