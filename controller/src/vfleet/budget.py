@@ -132,7 +132,9 @@ def compute(req: BudgetRequest) -> Budget:
     _check_layout(spec, layout)
     version = traits.version
     dtype_bytes = _dtype_bytes(spec, req.dtype)
-    fmt = weight_format(spec.quantization, spec.model_type, dtype_bytes, req.quantization)
+    fmt = weight_format(
+        spec.quantization, spec.model_type, dtype_bytes, req.quantization, version=version, gpu=gpu
+    )
     util = req.gpu_memory_utilization or traits.default_gpu_memory_utilization
     if not 0 < util <= 1:
         raise UserError(f"--gpu-memory-utilization {util} must be in (0, 1]")

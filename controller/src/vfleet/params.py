@@ -11,10 +11,10 @@ Every tensor group carries a shard rule that mirrors the vLLM layer it lands in:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from vfleet.modelspec import ModelSpec
-from vfleet.quant import WeightFormat
+from vfleet.quant import Mxfp4Layout, WeightFormat, mxfp4_expert_bytes
 
 VOCAB_PADDING = 64
 
@@ -177,13 +177,7 @@ def component_params(spec: ModelSpec) -> dict[str, int]:
     return counts
 
 
-def _round256(x: float) -> float:
-    return math.ceil(x / 256) * 256
-
-
-def _rank_params(
-    group: TensorGroup, spec: ModelSpec, layout: Layout, pad_experts: bool = False
-) -> float:
+def _rank_params(group: TensorGroup, spec: ModelSpec, layout: Layout) -> float:
     tp = layout.tp
     if group.shard == "tp":
         return group.params / tp
@@ -192,17 +186,27 @@ def _rank_params(
         return per_head * max(1, group.kv_heads // tp)
     if group.shard == "experts":
         ranks = tp * layout.dp
-        if pad_experts:
-            # Both expert dimensions round up to 256 (hidden, and the per-rank width).
-            h, width = spec.hidden_size, spec.moe_intermediate_size / ranks
-            group = replace(
-                group, params=int(group.params * _round256(h) / h * _round256(width) / width)
-            )
         if layout.enable_expert_parallel:
             per_expert = group.params / spec.num_experts
             return per_expert * math.ceil(spec.num_experts / ranks)
         return group.params / ranks
     return float(group.params)
+
+
+def _mxfp4_rank_expert_bytes(spec: ModelSpec, layout: Layout, mxfp4: Mxfp4Layout) -> float:
+    """One MoE layer's MXFP4 experts on one rank, in the backend's padded layout.
+
+    Without expert parallelism FusedMoE splits every expert's intermediate dimension over
+    TP x DP (intermediate_size // tp_size, then the backend's round-up); with it each rank
+    keeps whole experts, at most ceil(E / ranks) of them. Biases are counted: vLLM's MXFP4
+    MoE method allocates w13/w2 biases (gpt-oss has them).
+    """
+    ranks = layout.tp * layout.dp
+    if layout.enable_expert_parallel:
+        experts, inter = math.ceil(spec.num_experts / ranks), spec.moe_intermediate_size
+    else:
+        experts, inter = spec.num_experts, spec.moe_intermediate_size // ranks
+    return float(mxfp4_expert_bytes(mxfp4, spec.hidden_size, inter, experts))
 
 
 def rank_weight_bytes(
@@ -224,11 +228,12 @@ def rank_weight_bytes(
         add("lm_head", "lm_head", vocab_rank)
     for layer in stage_layers(spec.num_layers, layout.pp, pp_rank):
         for group in layer_groups(spec, layer):
-            add(
-                group.component,
-                group.component,
-                _rank_params(group, spec, layout, fmt.pads_experts),
-            )
+            if group.shard == "experts" and fmt.mxfp4 is not None:
+                out[group.component] = out.get(group.component, 0.0) + _mxfp4_rank_expert_bytes(
+                    spec, layout, fmt.mxfp4
+                )
+                continue
+            add(group.component, group.component, _rank_params(group, spec, layout))
     # Rotary cos/sin cache: max_position x rotary dim in the model dtype, one per model.
     rotary = spec.qk_rope_head_dim or spec.head_dim
     out["rotary_cache"] = float(spec.max_position_embeddings * rotary * fmt.dtype_bytes)

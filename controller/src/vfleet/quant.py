@@ -10,9 +10,13 @@ MXFP4 (one e8m0 byte per 32 values) and NVFP4 (one fp8 byte per 16 values).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vfleet.errors import UserError
+from vfleet.versions import NEWEST_KNOWN
+
+if TYPE_CHECKING:
+    from vfleet.gpus import Gpu
 
 LINEAR_KINDS = ("attention", "dense_mlp", "routed_experts", "shared_experts", "indexer", "mtp")
 
@@ -46,6 +50,29 @@ SCHEMES = ("none", "fp8", "int8", "int4", "mxfp4", "nvfp4", "dsv4")
 
 
 @dataclass(frozen=True)
+class Mxfp4Layout:
+    """How one vLLM MXFP4 MoE backend stores the experts of one rank on the GPU.
+
+    Per expert vLLM allocates w13 [2*I, H] and w2 [H, I] as packed fp4 (two values a byte),
+    one e8m0 scale byte per 32 values along the contraction dimension, and the w13/w2 biases.
+    H and the per-rank I are first rounded up to `hidden_align` / `inter_align`; the kernel
+    layout may then pad the packed values and the scales again (the *_align fields, in rows,
+    fp4 values and scale groups); `scales_kept` means the checkpoint-layout scales stay
+    allocated next to their swizzled copy.
+    """
+
+    backend: str  # marlin | triton | flashinfer_trtllm | rocm
+    hidden_align: int = 1
+    inter_align: int = 1
+    value_rows_align: int = 1
+    value_k_align: int = 1
+    scale_rows_align: int = 1
+    scale_groups_align: int = 1
+    scales_kept: bool = False
+    bias_bytes: int = 2
+
+
+@dataclass(frozen=True)
 class WeightFormat:
     """How many bytes each kind of weight takes once loaded on the GPU."""
 
@@ -53,11 +80,12 @@ class WeightFormat:
     dtype_bytes: int
     group_size: int = 128
     experts_only: bool = False  # MXFP4 in gpt-oss quantizes only the experts
+    mxfp4: Mxfp4Layout | None = None  # set for scheme "mxfp4": the MoE backend's layout
 
     @property
     def pads_experts(self) -> bool:
-        """vLLM's MXFP4 MoE kernels pad expert matrices to multiples of 256."""
-        return self.scheme == "mxfp4"
+        """The routed experts take the MXFP4 MoE backend's padded layout (see Mxfp4Layout)."""
+        return self.mxfp4 is not None
 
     def bytes_per_param(self, kind: str) -> float:
         if self.scheme == "none" or kind not in LINEAR_KINDS:
@@ -128,13 +156,180 @@ def _compressed_tensors_scheme(qcfg: dict[str, Any]) -> tuple[str, int, bool]:
 
 
 def weight_format(
-    qcfg: dict[str, Any], model_type: str, dtype_bytes: int, override: str | None = None
+    qcfg: dict[str, Any],
+    model_type: str,
+    dtype_bytes: int,
+    override: str | None = None,
+    *,
+    version: tuple[int, int, int] = NEWEST_KNOWN,
+    gpu: Gpu | None = None,
+    triton_kernels: bool = True,
+    flashinfer: bool = True,
 ) -> WeightFormat:
-    """The format the loaded weights take: checkpoint config, or a runtime override."""
+    """The format the loaded weights take: checkpoint config, or a runtime override.
+
+    For MXFP4 the expert layout follows the MoE backend vLLM `version` picks on `gpu`
+    (Hopper when none is given); `triton_kernels` / `flashinfer` say whether those optional
+    packages are importable in releases that do not ship them (see mxfp4_moe_layout).
+    """
     if override:
         scheme = normalise_scheme(override)
-        return WeightFormat(scheme=scheme, dtype_bytes=dtype_bytes, experts_only=scheme == "mxfp4")
-    scheme, group, experts_only = scheme_from_config(qcfg, model_type)
+        group, experts_only = 128, scheme == "mxfp4"
+    else:
+        scheme, group, experts_only = scheme_from_config(qcfg, model_type)
+    mxfp4 = None
+    if scheme == "mxfp4":
+        mxfp4 = mxfp4_moe_layout(
+            version,
+            gpu_capability(gpu.name, gpu.arch) if gpu else (9, 0),
+            triton_kernels=triton_kernels,
+            flashinfer=flashinfer,
+        )
     return WeightFormat(
-        scheme=scheme, dtype_bytes=dtype_bytes, group_size=group, experts_only=experts_only
+        scheme=scheme,
+        dtype_bytes=dtype_bytes,
+        group_size=group,
+        experts_only=experts_only,
+        mxfp4=mxfp4,
     )
+
+
+# --- MXFP4 MoE backends, per vLLM release and GPU --------------------------------------------
+# Read from the vLLM sources at each release tag (https://github.com/vllm-project/vllm, paths
+# below; line numbers are those of the tag). Up to v0.18.0 the backend choice and the padding
+# live in vllm/model_executor/layers/quantization/mxfp4.py (get_mxfp4_backend, create_weights);
+# from v0.19.0 in vllm/model_executor/layers/fused_moe/oracle/mxfp4.py
+# (select_mxfp4_moe_backend, mxfp4_round_up_hidden_size_and_intermediate_size).
+# Tags cited, with their commits: v0.10.2 26b999c71, v0.11.0 f71952c1c, v0.11.1 439368496,
+# v0.11.2 275de3417, v0.12.0 4fd9d6a85, v0.13.0 72506c983, v0.24.0 ee0da84ab, v0.25.0
+# dd10e03f9, v0.26.0 ffd46bfab, v0.27.0 4bdc8a788, v0.32.0 5df63a720, v0.33.0 4ba787ec9.
+#
+# - Marlin (GPUs below SM90, and SM90/SM120 without Triton): hidden -> 256, per-rank
+#   intermediate -> 128 (v0.10.2 mxfp4.py L184-195; v0.33.0 oracle/mxfp4.py L865-870); bf16
+#   biases; the repacked weights and scales keep their size.
+# - OpenAI triton_kernels matmul_ogs ("Triton"; SM90, and SM100/103 without FlashInfer):
+#   intermediate -> 64, hidden unpadded (v0.10.2 mxfp4.py L216-218; v0.33.0 oracle/mxfp4.py
+#   L915-916); fp32 biases (v0.10.2 mxfp4.py L573-574). It is chosen on SM90 when the
+#   triton_kernels package imports (v0.10.2 mxfp4.py L89-97); the wheels up to v0.11.2 do not
+#   depend on it, v0.12.0 vendors it as vllm/third_party/triton_kernels. _swizzle_mxfp4
+#   (vllm/model_executor/layers/quantization/utils/mxfp4_utils.py) keeps the checkpoint
+#   layout on SM90 under torch < 2.8.1 (v0.10.2 L24-32, v0.11.0 L28-36: torch 2.8.0 there);
+#   v0.11.1 requires torch 2.9.0, so SM90 gets HopperMX{Value,Scale}Layout from then on:
+#   values padded to 16 rows x 64 fp4, scale rows to 2*num_warps*2*8 = 256 (num_warps 8) and
+#   scale groups to 2 (vllm/third_party/triton_kernels/tensor_details/layout_details/
+#   hopper_value.py L130-134, hopper_scale.py L25-29, v0.33.0); from v0.26.0 scale groups are
+#   first padded to 4 on SM90 (mxfp4_utils.py L94, v0.26.0). Blackwell layouts pad the packed
+#   values' contiguous dimension to 128 bytes and scales to 8 groups x 128 rows
+#   (blackwell_value.py L20, blackwell_scale.py L19-20). Until v0.24.0 only the unswizzled
+#   values are freed and the checkpoint-layout scales stay allocated (v0.11.0 mxfp4.py
+#   L613-614; v0.24.0 oracle/mxfp4.py L1147-1148); v0.25.0 frees them too (L1153-1156).
+# - FlashInfer TRT-LLM MXFP4 x BF16 (SM100 family, the default there when flashinfer
+#   imports): hidden -> 256, intermediate -> 256 (v0.10.2 mxfp4.py L202-209, v0.26.0
+#   oracle/mxfp4.py L655-657), intermediate -> 128 from v0.27.0 (L656-658; v0.33.0 L871-873);
+#   fp32 biases (v0.33.0 oracle/mxfp4.py L1026-1027). Up to v0.12.0 only SM100 itself
+#   (is_device_capability(100), v0.12.0 mxfp4.py L134); v0.13.0 takes the SM10x family (L133).
+#   flashinfer is an extra up to v0.11.0 and a dependency from v0.11.1.
+# - SM120 (RTX 50xx / RTX PRO 6000): Triton up to v0.11.2 when triton_kernels imports (any
+#   capability >= 9, v0.11.2 mxfp4.py L134-145); from v0.12.0 Triton is limited to
+#   (9,0) <= cc < (11,0) (v0.12.0 mxfp4.py L153-166) and v0.32.0 orders it after Marlin on SM12x
+#   (v0.33.0 oracle/mxfp4.py L426-434), so Marlin.
+# - ROCm: 128/128 in v0.10.2 (mxfp4.py L210-215), 256/256 from v0.11.0 (L220-223; v0.33.0
+#   oracle/mxfp4.py L880-910 for the non-SiLU gpt-oss activation).
+
+_MXFP4_BLOCK = 32
+
+# Compute capability by catalog GPU (data/gpus.json), where the architecture alone is ambiguous.
+_CAPABILITY_BY_NAME = {
+    "B300": (10, 3),
+    "GB300": (10, 3),
+    "RTX-PRO-6000-Blackwell-96GB": (12, 0),
+    "RTX-5090": (12, 0),
+}
+_CAPABILITY_BY_ARCH = {"ampere": (8, 0), "ada": (8, 9), "hopper": (9, 0), "blackwell": (10, 0)}
+
+
+def gpu_capability(name: str, arch: str) -> tuple[int, int] | None:
+    """CUDA compute capability of a catalog GPU; None for ROCm parts."""
+    if arch.startswith("cdna"):
+        return None
+    return _CAPABILITY_BY_NAME.get(name) or _CAPABILITY_BY_ARCH.get(arch, (9, 0))
+
+
+def mxfp4_moe_layout(
+    version: tuple[int, int, int],
+    capability: tuple[int, int] | None,
+    triton_kernels: bool = True,
+    flashinfer: bool = True,
+) -> Mxfp4Layout:
+    """The MXFP4 MoE backend vLLM `version` selects for gpt-oss on a GPU, and its layout.
+
+    `triton_kernels` and `flashinfer` matter only where a release leaves them optional
+    (triton_kernels up to 0.11.2, flashinfer up to 0.11.0); the default assumes both import,
+    as in environments set up for gpt-oss. Without triton_kernels, SM90 gets Marlin.
+    """
+    marlin = Mxfp4Layout("marlin", hidden_align=256, inter_align=128)
+    if capability is None:
+        align = 128 if version < (0, 11, 0) else 256
+        return Mxfp4Layout("rocm", hidden_align=align, inter_align=align)
+    if capability < (9, 0):
+        return marlin
+    has_triton = triton_kernels or version >= (0, 12, 0)
+    has_flashinfer = flashinfer or version >= (0, 11, 1)
+    sm100 = capability == (10, 0) or (capability[0] == 10 and version >= (0, 13, 0))
+    if sm100 and has_flashinfer:
+        inter = 256 if version < (0, 27, 0) else 128
+        return Mxfp4Layout("flashinfer_trtllm", hidden_align=256, inter_align=inter, bias_bytes=4)
+    if version < (0, 12, 0):
+        triton_ok = has_triton and capability >= (9, 0)
+    else:
+        triton_ok = (9, 0) <= capability < (11, 0)
+    if not triton_ok:
+        return marlin
+    kept = version < (0, 25, 0)
+    if capability[0] == 9:
+        if version < (0, 11, 1):  # torch 2.8.0: checkpoint layout, nothing re-padded
+            return Mxfp4Layout("triton", inter_align=64, bias_bytes=4)
+        return Mxfp4Layout(
+            "triton",
+            inter_align=64,
+            value_rows_align=16,
+            value_k_align=64,
+            scale_rows_align=256,
+            scale_groups_align=4 if version >= (0, 26, 0) else 2,
+            scales_kept=kept,
+            bias_bytes=4,
+        )
+    return Mxfp4Layout(
+        "triton",
+        inter_align=64,
+        value_k_align=256,  # 128 bytes of packed fp4
+        scale_rows_align=128,
+        scale_groups_align=8,
+        scales_kept=kept,
+        bias_bytes=4,
+    )
+
+
+def _round_up(x: int, align: int) -> int:
+    return -(-x // align) * align
+
+
+def mxfp4_expert_bytes(
+    layout: Mxfp4Layout, hidden: int, intermediate: int, experts: int = 1
+) -> int:
+    """Bytes of `experts` MXFP4 experts of hidden size H and per-rank intermediate size I."""
+    h = _round_up(hidden, layout.hidden_align)
+    i = _round_up(intermediate, layout.inter_align)
+
+    def values(rows: int, k: int) -> int:
+        return _round_up(rows, layout.value_rows_align) * _round_up(k, layout.value_k_align) // 2
+
+    def scales(rows: int, k: int) -> int:
+        groups = _round_up(k // _MXFP4_BLOCK, layout.scale_groups_align)
+        return _round_up(rows, layout.scale_rows_align) * groups
+
+    per_expert = values(2 * i, h) + values(h, i) + scales(2 * i, h) + scales(h, i)
+    if layout.scales_kept:
+        per_expert += (2 * i * h + h * i) // _MXFP4_BLOCK
+    per_expert += (2 * i + h) * layout.bias_bytes
+    return experts * per_expert
