@@ -154,8 +154,23 @@ def padded_vocab(spec: ModelSpec) -> int:
     return math.ceil(spec.vocab_size / VOCAB_PADDING) * VOCAB_PADDING
 
 
+_COUNTS: dict[int, tuple[ModelSpec, dict[str, int]]] = {}
+
+
 def component_params(spec: ModelSpec) -> dict[str, int]:
-    """Whole-model parameter counts by component (what the checkpoint holds)."""
+    """Whole-model parameter counts by component (what the checkpoint holds). Kept for the
+    last specs seen: a plan asks for the same model's counts once per layout."""
+    hit = _COUNTS.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return dict(hit[1])
+    counts = _count_components(spec)
+    if len(_COUNTS) > 32:
+        _COUNTS.clear()
+    _COUNTS[id(spec)] = (spec, counts)
+    return dict(counts)
+
+
+def _count_components(spec: ModelSpec) -> dict[str, int]:
     counts: dict[str, int] = {}
 
     def add(component: str, n: int) -> None:
@@ -209,6 +224,34 @@ def _mxfp4_rank_expert_bytes(spec: ModelSpec, layout: Layout, mxfp4: Mxfp4Layout
     return float(mxfp4_expert_bytes(mxfp4, spec.hidden_size, inter, experts))
 
 
+_GROUPS: dict[int, tuple[ModelSpec, dict[int, tuple[TensorGroup, ...]]]] = {}
+
+
+def _layer_groups_cached(spec: ModelSpec, layer: int) -> tuple[TensorGroup, ...]:
+    hit = _GROUPS.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        if len(_GROUPS) > 32:
+            _GROUPS.clear()
+        hit = (spec, {})
+        _GROUPS[id(spec)] = hit
+    groups = hit[1].get(layer)
+    if groups is None:
+        fresh = tuple(layer_groups(spec, layer))
+        # Layers of one kind share one tuple, so callers may key on its identity.
+        groups = next((g for g in hit[1].values() if g == fresh), fresh)
+        hit[1][layer] = groups
+    return groups
+
+
+def _priced(
+    group: TensorGroup, spec: ModelSpec, fmt: WeightFormat, layout: Layout
+) -> tuple[str, float]:
+    """One tensor group's bytes on one rank."""
+    if group.shard == "experts" and fmt.mxfp4 is not None:
+        return group.component, _mxfp4_rank_expert_bytes(spec, layout, fmt.mxfp4)
+    return group.component, _rank_params(group, spec, layout) * fmt.bytes_per_param(group.component)
+
+
 def rank_weight_bytes(
     spec: ModelSpec, fmt: WeightFormat, layout: Layout, pp_rank: int
 ) -> dict[str, float]:
@@ -226,14 +269,16 @@ def rank_weight_bytes(
             add("vision", "vision", spec.vision.params)
     if last and (not spec.tie_word_embeddings or (layout.pp > 1 and not first)):
         add("lm_head", "lm_head", vocab_rank)
+    # Layers of one kind hold the same tensors: price each kind once, add in layer order.
+    priced: dict[int, list[tuple[str, float]]] = {}
     for layer in stage_layers(spec.num_layers, layout.pp, pp_rank):
-        for group in layer_groups(spec, layer):
-            if group.shard == "experts" and fmt.mxfp4 is not None:
-                out[group.component] = out.get(group.component, 0.0) + _mxfp4_rank_expert_bytes(
-                    spec, layout, fmt.mxfp4
-                )
-                continue
-            add(group.component, group.component, _rank_params(group, spec, layout))
+        groups = _layer_groups_cached(spec, layer)
+        parts = priced.get(id(groups))
+        if parts is None:
+            parts = [_priced(group, spec, fmt, layout) for group in groups]
+            priced[id(groups)] = parts
+        for component, value in parts:
+            out[component] = out.get(component, 0.0) + value
     # Rotary cos/sin cache: max_position x rotary dim in the model dtype, one per model.
     rotary = spec.qk_rope_head_dim or spec.head_dim
     out["rotary_cache"] = float(spec.max_position_embeddings * rotary * fmt.dtype_bytes)

@@ -277,19 +277,6 @@ def _choose_knobs(
     return closest[1], closest[2], closest[3], False
 
 
-_PARAMS_CACHE: dict[int, tuple[ModelSpec, dict[str, int]]] = {}
-
-
-def _component_params(spec: ModelSpec) -> dict[str, int]:
-    """The model's parameter counts, computed once per spec object for a whole plan."""
-    hit = _PARAMS_CACHE.get(id(spec))
-    if hit is None or hit[0] is not spec:
-        _PARAMS_CACHE.clear()
-        hit = (spec, component_params(spec))
-        _PARAMS_CACHE[id(spec)] = hit
-    return hit[1]
-
-
 def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
     spec, cluster, w = inputs.spec, inputs.cluster, inputs.workload
     replicas = cluster.total_gpus // c.gpus
@@ -331,7 +318,7 @@ def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
         c.dp,
         c.ep,
         c.dcp,
-        params=_component_params(spec),
+        params=component_params(spec),
         version=inputs.traits.version,
     )
     target = max(1, math.ceil(w.concurrency / (replicas * c.dp)))
