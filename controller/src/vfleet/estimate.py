@@ -21,7 +21,6 @@ from vfleet.budget import Budget, BudgetRequest, compute, fits
 from vfleet.cluster import ClusterSpec
 from vfleet.errors import UserError
 from vfleet.modelspec import ModelSpec
-from vfleet.params import Layout
 from vfleet.perf_params import Fit, PerfParams, default_fit
 from vfleet.planner import Candidate, reject_reason
 from vfleet.simulate import Client, EngineLimits, Trajectory, replay
@@ -168,7 +167,7 @@ def budget_for(req: EstimateRequest) -> Budget:
             spec=req.spec,
             gpu=req.cluster.gpu,
             traits=req.traits,
-            layout=Layout(tp=c.tp, pp=c.pp, dp=c.dp, enable_expert_parallel=c.ep, dcp=c.dcp),
+            layout=c.layout(),
             gpu_memory_utilization=req.gpu_memory_utilization,
             max_model_len=req.max_model_len or req.spec.max_position_embeddings,
             max_num_batched_tokens=req.max_num_batched_tokens,
@@ -274,16 +273,7 @@ def prepare(req: EstimateRequest) -> Prepared:
             "raise --max-model-len"
         )
     e = shape.engine_shape(
-        req.spec,
-        budget,
-        cluster,
-        c.tp,
-        c.pp,
-        c.dp,
-        c.ep,
-        c.dcp,
-        req.all2all_backend,
-        version=req.traits.version,
+        req.spec, budget, cluster, c.layout(), req.all2all_backend, version=req.traits.version
     )
     rate = req.request_rate / active if req.request_rate else None
     traj = None

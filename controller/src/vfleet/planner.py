@@ -43,6 +43,11 @@ class Candidate:
     def gpus(self) -> int:
         return self.tp * self.pp * self.dp
 
+    def layout(self) -> Layout:
+        return Layout(
+            tp=self.tp, pp=self.pp, dp=self.dp, enable_expert_parallel=self.ep, dcp=self.dcp
+        )
+
     @property
     def label(self) -> str:
         text = f"TP{self.tp}"
@@ -288,7 +293,7 @@ def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
         spec=spec,
         gpu=cluster.gpu,
         traits=inputs.traits,
-        layout=Layout(tp=c.tp, pp=c.pp, dp=c.dp, enable_expert_parallel=c.ep, dcp=c.dcp),
+        layout=c.layout(),
         gpu_memory_utilization=inputs.gpu_memory_utilization,
         max_model_len=min(w.max_context, spec.max_position_embeddings),
         kv_cache_dtype=inputs.kv_cache_dtype or "auto",
@@ -313,11 +318,7 @@ def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
         spec,
         budget,
         cluster,
-        c.tp,
-        c.pp,
-        c.dp,
-        c.ep,
-        c.dcp,
+        c.layout(),
         params=component_params(spec),
         version=inputs.traits.version,
     )

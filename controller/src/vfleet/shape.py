@@ -7,7 +7,7 @@ from vfleet import perf
 from vfleet.budget import Budget
 from vfleet.cluster import ClusterSpec
 from vfleet.modelspec import ModelSpec
-from vfleet.params import component_params, pp_partition, stage_layers
+from vfleet.params import Layout, component_params, pp_partition, stage_layers
 
 # What the GEMMs compute in, by weight format: block FP8 runs FP8 GEMMs on GPUs with FP8;
 # weight-only formats (AWQ/GPTQ int4, MXFP4 on Hopper) dequantise into bf16 GEMMs.
@@ -82,17 +82,14 @@ def engine_shape(
     spec: ModelSpec,
     budget: Budget,
     cluster: ClusterSpec,
-    tp: int,
-    pp: int,
-    dp: int,
-    ep: bool,
-    dcp: int,
+    layout: Layout,
     all2all_backend: str | None = None,
     params: dict[str, int] | None = None,
     version: tuple[int, int, int] = (0, 33, 0),
 ) -> perf.EngineShape:
     """The heaviest pipeline stage of one engine rank (`params`: the model's component
     counts, when the caller already has them)."""
+    tp, pp, dp = layout.tp, layout.pp, layout.dp
     stage = max(budget.stages, key=lambda s: s.weights_bytes)
     weights = budget.weights_by_component_gib
     experts_gib = weights.get("routed_experts", 0.0)
@@ -107,8 +104,8 @@ def engine_shape(
         tp=tp,
         pp=pp,
         dp=dp,
-        ep=ep,
-        dcp=dcp,
+        ep=layout.enable_expert_parallel,
+        dcp=layout.dcp,
         layers_per_stage=max(layers),
         moe_layers_per_stage=moe_layers,
         dense_bytes_per_gpu=max(stage.weights_bytes - expert_bytes, 0.0),
