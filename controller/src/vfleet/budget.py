@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from vfleet import kvspec, memory
+from vfleet import kvspec, memory, speculative
 from vfleet.errors import UserError
 from vfleet.gpus import Gpu
 from vfleet.modelspec import DTYPE_BYTES, ModelSpec
@@ -37,6 +37,7 @@ class BudgetRequest:
     kv_cache_memory_bytes: int | None = None
     cpu_offload_gb: float = 0.0
     mean_context_len: int | None = None
+    speculative: speculative.Speculative | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ class Budget:
     stages: list[StageBudget] = field(default_factory=list)
     weights_by_component_gib: dict[str, float] = field(default_factory=dict)
     params_by_component_b: dict[str, float] = field(default_factory=dict)
+    # The draft: method, tokens, its weights per GPU of the last stage, its KV layers.
+    speculative: dict | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -122,8 +125,15 @@ def _check_layout(spec: ModelSpec, layout: Layout) -> None:
 
 
 def _max_in_flight(req: BudgetRequest, mnbt: int) -> int:
-    """Tokens that can be in flight per request window (vLLM's max_in_flight_tokens)."""
-    batches = 2 if req.layout.pp == 1 and req.traits.version >= (0, 14, 0) else req.layout.pp
+    """Tokens a window cache reserves beyond its window for scheduled, unsettled steps.
+
+    Before 0.26 one step's max_num_batched_tokens (SlidingWindowSpec.max_memory_usage_bytes);
+    from 0.26 VllmConfig.max_in_flight_tokens: one batch per concurrent step, two under
+    async scheduling without PP (the V1 model runner), else one per PP stage.
+    """
+    if req.traits.version < (0, 26, 0):
+        return mnbt
+    batches = 2 if req.layout.pp == 1 and req.traits.async_scheduling else req.layout.pp
     return batches * mnbt
 
 
@@ -145,6 +155,11 @@ def compute(req: BudgetRequest) -> Budget:
     kv_dtype = kvspec.resolve_kv_dtype(spec, req.kv_cache_dtype, version, gpu.arch)
     block_size = req.block_size or kvspec.default_block_size(spec, kv_dtype, version, gpu.arch)
     requested = math.ceil(gpu.memory_bytes * util)
+    draft = req.speculative
+    if draft:
+        draft.check(spec, version)
+    draft_kv = speculative.stage_kv_args(draft, spec, kv_dtype, dtype_bytes, layout.tp)
+    draft_bytes = 0.0
 
     stages: list[StageBudget] = []
     kv_layouts = []
@@ -152,6 +167,18 @@ def compute(req: BudgetRequest) -> Budget:
     for rank, _n in enumerate(pp_partition(spec.num_layers, layout.pp)):
         layers = stage_layers(spec.num_layers, layout.pp, rank)
         weights = rank_weight_bytes(spec, fmt, layout, rank)
+        if draft and rank == layout.pp - 1:  # vLLM runs the drafter on the last stage
+            extra = speculative.draft_weight_bytes(draft, spec, fmt, layout, version, gpu)
+            weights, draft_bytes = {**weights, **extra}, sum(extra.values())
+        buffers = memory.model_buffer_bytes(
+            spec,
+            mnbt,
+            rank == layout.pp - 1,
+            version,
+            drafts_from_hidden_states=bool(draft and draft.method != "ngram"),
+        )
+        if buffers:
+            weights = {**weights, "buffers": float(buffers)}
         if rank == 0:
             weights_by_component = weights
         # vLLM takes --cpu-offload-gb in GiB off the GPU-resident weights.
@@ -181,7 +208,10 @@ def compute(req: BudgetRequest) -> Budget:
             available = req.kv_cache_memory_bytes
         else:
             available = requested - weight_total - activation - non_torch - cudagraph
-        kv = kvspec.stage_layout(spec, layers, kv_dtype, dtype_bytes, layout.tp, block_size)
+        last_kv = draft_kv if rank == layout.pp - 1 else {}
+        kv = kvspec.stage_layout(
+            spec, layers, kv_dtype, dtype_bytes, layout.tp, block_size, version=version, **last_kv
+        )
         kv_layouts.append(kv)
         stages.append(
             StageBudget(
@@ -206,7 +236,7 @@ def compute(req: BudgetRequest) -> Budget:
     if traits.tokens_group_aware:
         kv_tokens = int(max_concurrency * max_model_len)
     else:
-        kv_tokens = num_blocks // kv.num_groups * block_size
+        kv_tokens = num_blocks // kv.num_groups * kv.min_block_size
         if version >= (0, 11, 0):
             kv_tokens *= layout.dcp
 
@@ -250,7 +280,22 @@ def compute(req: BudgetRequest) -> Budget:
         stages=stages,
         weights_by_component_gib={k: round(v / GIB, 3) for k, v in weights_by_component.items()},
         params_by_component_b={k: round(v / 1e9, 3) for k, v in params.items()},
+        speculative=_draft_summary(draft, spec, draft_bytes, kv_layouts[-1].bytes_per_token),
     )
+
+
+def _draft_summary(
+    draft: speculative.Speculative | None, spec: ModelSpec, weight_bytes: float, last_kv: int
+) -> dict | None:
+    if draft is None:
+        return None
+    return {
+        **draft.to_json(),
+        "draft_weights_gib": round(weight_bytes / GIB, 3),
+        "draft_kv_layers": draft.kv_layers(spec),
+        "last_stage_kv_bytes_per_token": last_kv,
+        "decode_tokens_per_seq": speculative.decode_slots(draft),
+    }
 
 
 def fits(budget: Budget) -> bool:

@@ -20,13 +20,21 @@ def worked_table(b: Budget) -> str:
     if b.decode_context_parallel_size > 1:
         layout += f" DCP{b.decode_context_parallel_size}"
     stage_note = ""
+    sp = b.speculative
+    weights_note = f"{b.weight_format}, per GPU, {layout}"
+    kv_note = f"kv dtype {b.kv_cache_dtype}"
+    if sp:
+        last = " on the last stage" if b.pipeline_parallel_size > 1 else ""
+        weights_note += f", incl. {sp['method']} draft {sp['draft_weights_gib']:.2f} GiB{last}"
+        if sp["draft_kv_layers"]:
+            kv_note += f", incl. {sp['draft_kv_layers']} draft layer(s){last}"
     if b.pipeline_parallel_size > 1:
         stage_note = " (the tightest pipeline stage sets every stage's block count)"
     rows: list[tuple[str, str, str]] = [
         ("GPU memory (driver total)", f"{b.gpu_memory_gib:10.2f} GiB", b.gpu),
         ("x gpu-memory-utilization", f"{b.gpu_memory_utilization:10.2f}", f"vLLM {b.vllm_version}"),
         ("= requested", f"{b.requested_gib:10.2f} GiB", "ceil(total x util)"),
-        ("- weights", f"{b.weights_gib:10.2f} GiB", f"{b.weight_format}, per GPU, {layout}"),
+        ("- weights", f"{b.weights_gib:10.2f} GiB", weights_note),
         (
             "- activation peak",
             f"{b.activation_gib:10.2f} GiB",
@@ -46,7 +54,7 @@ def worked_table(b: Budget) -> str:
         (
             "/ KV bytes per token per GPU",
             f"{b.kv_bytes_per_token:10d} B",
-            f"kv dtype {b.kv_cache_dtype}",
+            kv_note,
         ),
         ("= blocks", f"{b.num_blocks:10d}", f"{b.block_size} tokens each"),
         ("= KV tokens per engine", f"{b.kv_tokens:10d}", "vLLM's 'GPU KV cache size'"),
@@ -61,6 +69,12 @@ def worked_table(b: Budget) -> str:
     width = max(len(r[0]) for r in rows)
     lines = [f"KV budget: {b.model} on {b.gpu} ({layout}, vLLM {b.vllm_version})", ""]
     lines += [f"  {label:<{width}}  {value}   {note}".rstrip() for label, value, note in rows]
+    if sp:
+        lines.append(
+            f"  (speculative {sp['method']}, {sp['num_speculative_tokens']} token(s): each "
+            f"decoding sequence takes {sp['decode_tokens_per_seq']} of the "
+            f"{b.max_num_batched_tokens} batched tokens per step)"
+        )
     lines += [
         "",
         "  Weights by component (whole model, billions of parameters -> GiB on one GPU"
@@ -70,6 +84,11 @@ def worked_table(b: Budget) -> str:
         gib = b.weights_by_component_gib.get(name)
         on_gpu = f"{gib:8.2f} GiB" if gib is not None else "  not loaded" if name == "mtp" else ""
         lines.append(f"    {name:<16} {params:10.3f} B  {on_gpu}".rstrip())
+    if "draft" in b.weights_by_component_gib:
+        draft = sp["draft_model"] if sp else "draft"
+        lines.append(
+            f"    {'draft':<16} {draft:>12}  {b.weights_by_component_gib['draft']:8.2f} GiB"
+        )
     return "\n".join(lines)
 
 

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from vfleet import cli_estimate
+from vfleet import cli_estimate, speculative
 from vfleet.errors import UserError
 
 
@@ -43,6 +43,7 @@ def _budget_args(p: argparse.ArgumentParser) -> None:
         help="mean context for the recommended max-num-seqs (default min(len, 4096))",
     )
     p.add_argument("--vllm-version", help="target vLLM release (default 0.33.0)")
+    speculative.add_cli_args(p)
     p.add_argument("--sweep-gpu-memory-utilization", metavar="START:STOP:STEP")
     p.add_argument("--plot", type=Path, help="write the sweep as a PNG")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -64,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--gpu-memory-utilization", type=float)
     plan.add_argument("--kv-cache-dtype", help="override the planner's choice (auto|fp8)")
     plan.add_argument("--layout", help="evaluate only this layout, e.g. 'TP8 PP2 EP'")
+    speculative.add_cli_args(plan)
     plan.add_argument(
         "--allow-partial-facts",
         action="store_true",
@@ -94,6 +96,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     rend.add_argument("--env", action="append", default=[], help="extra KEY=VALUE (repeat)")
     rend.add_argument("--allow-partial-facts", action="store_true")
+    speculative.add_cli_args(rend)
+    rend.add_argument(
+        "--draft-model-path", help="EAGLE draft on the hosts (default /srv/models/<name>)"
+    )
     doc = sub.add_parser("doctor", help="diagnose overload, tail latency, OOM and preemption")
     doc.add_argument(
         "--endpoint",
@@ -174,8 +180,9 @@ def _budget_request(args: argparse.Namespace):
         gpu = gpu.with_memory_gib(args.gpu_memory_gib)
     if args.kv_cache_memory_bytes is not None and args.kv_cache_memory_bytes <= 0:
         raise UserError("--kv-cache-memory-bytes must be positive")
+    spec = load_model(args.model)
     return BudgetRequest(
-        spec=load_model(args.model),
+        spec=spec,
         gpu=gpu,
         traits=traits(args.vllm_version),
         layout=Layout(
@@ -197,6 +204,9 @@ def _budget_request(args: argparse.Namespace):
         kv_cache_memory_bytes=args.kv_cache_memory_bytes,
         cpu_offload_gb=args.cpu_offload_gb,
         mean_context_len=args.mean_context_len,
+        speculative=speculative.from_args(
+            args.speculative_method, args.num_speculative_tokens, args.draft_model, spec
+        ),
     )
 
 
@@ -272,17 +282,30 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     cluster = load_cluster(args.cluster, allow_partial=args.allow_partial_facts)
     version = traits(args.vllm_version or cluster.vllm_version)
+    spec = load_model(args.model)
+    draft = speculative.from_args(
+        args.speculative_method, args.num_speculative_tokens, args.draft_model, spec
+    )
+    if draft:  # refuse a method the target release lacks before planning for it
+        draft.check(spec, version.version)
     inputs = PlanInputs(
-        spec=load_model(args.model),
+        spec=spec,
         cluster=cluster,
         workload=load_workload(args.workload),
         traits=version,
         gpu_memory_utilization=args.gpu_memory_utilization,
         kv_cache_dtype=args.kv_cache_dtype,
+        speculative=draft,
     )
     ranked = plan(inputs, parse_layout(args.layout) if args.layout else None)
     doc = plan_output.plan_document(
-        cluster, inputs.workload, ranked, inputs.spec.name, version.label, inputs.spec.model_type
+        cluster,
+        inputs.workload,
+        ranked,
+        inputs.spec.name,
+        version.label,
+        inputs.spec.model_type,
+        speculative=draft.to_json() if draft else None,
     )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -306,6 +329,8 @@ def cmd_render(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         raise UserError(f"{args.plan} is not JSON ({exc.msg} at line {exc.lineno})") from None
     _check_plan_shape(plan, args.plan)
+    if args.speculative_method or args.num_speculative_tokens or args.draft_model:
+        plan = {**plan, "speculative": _render_speculative(args, plan)}
     cluster = load_cluster(args.facts or args.cluster, allow_partial=args.allow_partial_facts)
     flags = flag_set(plan["vllm_version"], cluster.vllm_flags if args.facts else ())
     env_pairs = []
@@ -327,6 +352,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         extra_args=tuple(args.extra_arg),
         extra_env=tuple(env_pairs),
         plan_name=args.plan.name,
+        draft_model_path=args.draft_model_path,
     )
     rendered = render(plan, cluster, opts, flags)
     files = render_files(rendered, opts, flags, plan)
@@ -347,6 +373,18 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _render_speculative(args: argparse.Namespace, plan: dict) -> dict:
+    """`vfleet render --speculative-method ...` replaces the plan's choice; an MTP choice is
+    checked against the model's layers (the plan's memory check did not include it)."""
+    from vfleet.catalog import load_model
+
+    spec = load_model(plan["model"])
+    draft = speculative.from_args(
+        args.speculative_method, args.num_speculative_tokens, args.draft_model, spec
+    )
+    return draft.to_json() if draft else {}
+
+
 def _check_plan_shape(plan: object, path: Path) -> None:
     """A plan edited by hand must still be one vLLM can start: the schema, then the rules
     that tie its fields together."""
@@ -355,6 +393,8 @@ def _check_plan_shape(plan: object, path: Path) -> None:
     if not isinstance(plan, dict):
         raise UserError(f"{path} is not a vfleet plan (a JSON object): run `vfleet plan --out`")
     schema.check(plan, "plan", f"plan {path}")
+    if plan.get("speculative"):
+        speculative.check_fields(plan["speculative"], f"plan {path}")
     if plan["max_num_batched_tokens"] < plan["max_num_seqs"]:
         raise UserError(
             f"plan {path}: max_num_batched_tokens ({plan['max_num_batched_tokens']}) is below "

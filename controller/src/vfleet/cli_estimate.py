@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+from vfleet import speculative
 from vfleet.errors import UserError
 
 EXAMPLE = (
@@ -51,6 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-model-len", type=int, help="default: the model's context window")
     p.add_argument("--gpu-memory-utilization", type=float)
     p.add_argument("--all2all-backend", help="EP dispatch, e.g. deepep_low_latency")
+    speculative.add_cli_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -89,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
 
     _check(args)
     cluster = load_cluster(args.cluster)
+    spec = load_model(args.model)
     req = EstimateRequest(
-        spec=load_model(args.model),
+        spec=spec,
         cluster=cluster,
         layout=parse_layout(args.layout),
         traits=traits(args.vllm_version or cluster.vllm_version),
@@ -108,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
         max_model_len=args.max_model_len,
         gpu_memory_utilization=args.gpu_memory_utilization,
         all2all_backend=args.all2all_backend,
+        speculative=speculative.from_args(
+            args.speculative_method, args.num_speculative_tokens, args.draft_model, spec
+        ),
     )
     result = estimate(req).to_json()
     if args.json:
@@ -152,6 +158,13 @@ def render_text(r: dict) -> str:
         f"  Cost model: {note} efficiencies, {params['engine_generation']} engine overheads"
         + (", async scheduling" if params["async_scheduling"] else ""),
     ]
+    if r.get("speculative"):
+        sp = r["speculative"]
+        lines.append(
+            f"  Speculative {sp['method']} ({sp['num_speculative_tokens']} token(s)): its "
+            f"{sp['draft_weights_gib']:.2f} GiB per GPU and draft KV layers are in the "
+            "memory budget; the step model does not price drafting or acceptance"
+        )
     if r["plan_would_reject"]:
         lines.append(f"  vfleet plan would not pick this layout: {r['plan_would_reject']}")
     return "\n".join(lines)

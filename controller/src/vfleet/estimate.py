@@ -24,6 +24,7 @@ from vfleet.modelspec import ModelSpec
 from vfleet.perf_params import Fit, PerfParams, default_fit
 from vfleet.planner import Candidate, reject_reason
 from vfleet.simulate import Client, EngineLimits, Trajectory, replay
+from vfleet.speculative import Speculative
 from vfleet.versions import VersionTraits
 
 DATASETS = ("random", "sharegpt")
@@ -57,6 +58,8 @@ class EstimateRequest:
     num_scheduler_steps: int = 1  # V0 multi-step scheduling (0.6-0.7) spreads CPU work
     all2all_backend: str | None = None  # default: the release's (allgather_reducescatter)
     fit: Fit = field(default_factory=default_fit)
+    # Memory only: the draft's weights and KV shrink the cache; drafting is not priced.
+    speculative: Speculative | None = None
 
 
 @dataclass
@@ -87,7 +90,7 @@ class Estimate:
 
     def to_json(self) -> dict[str, Any]:
         r = self.request
-        return {
+        out = {
             "model": r.spec.name,
             "gpu": r.cluster.gpu.name,
             "vllm_version": r.traits.label,
@@ -122,6 +125,9 @@ class Estimate:
             "plan_would_reject": self.plan_would_reject or None,
             "parameters": self.params.describe(),
         }
+        if self.budget.speculative:
+            out["speculative"] = self.budget.speculative
+        return out
 
 
 def _num_prompts(r: EstimateRequest) -> int:
@@ -175,6 +181,7 @@ def budget_for(req: EstimateRequest) -> Budget:
             kv_cache_dtype=req.kv_cache_dtype or "auto",
             quantization=req.quantization,
             mean_context_len=req.input_len + req.output_len // 2,
+            speculative=req.speculative,
         )
     )
     if not fits(budget):

@@ -72,3 +72,8 @@ def flag_set(version: str, probed: tuple[str, ...] = ()) -> FlagSet:
         names.update(info.get("negative") or [])
         names.update(info.get("hidden_negative") or [])
     return FlagSet(chosen, entry.get("source", ""), frozenset(names))
+
+
+def speculative_methods() -> dict[str, dict[str, str]]:
+    """--speculative-config method name -> {"first": release, "source": ...}."""
+    return dict((_registry().get("speculative_methods") or {}).get("methods") or {})

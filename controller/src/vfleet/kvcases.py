@@ -12,36 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from vfleet.budget import BudgetRequest
-from vfleet.errors import UserError
-from vfleet.gpus import Gpu, catalog, resolve_gpu
+from vfleet.gpus import Gpu, resolve_gpu
 from vfleet.modelspec import spec_from_config
 from vfleet.params import Layout
 from vfleet.versions import traits
-
-# Words in a case's GPU description -> catalog name, most specific first.
-_GPU_WORDS = (
-    ("h200 nvl", "H200-NVL-141GB"),
-    ("h200", "H200-SXM-141GB"),
-    ("gh200", "GH200-96GB"),
-    ("h100 nvl", "H100-NVL-94GB"),
-    ("h100 pcie", "H100-PCIe-80GB"),
-    ("h100", "H100-SXM-80GB"),
-    ("h800", "H800-80GB"),
-    ("h20", "H20-96GB"),
-    ("a100 40", "A100-SXM-40GB"),
-    ("a100", "A100-SXM-80GB"),
-    ("l40s", "L40S"),
-    ("l40", "L40"),
-    ("l4", "L4"),
-    ("a10g", "A10G"),
-    ("rtx 3090", "RTX-3090"),
-    ("rtx 4090", "RTX-4090"),
-    ("rtx 4080", "RTX-4080"),
-    ("rtx 5090", "RTX-5090"),
-    ("a6000", "RTX-A6000"),
-    ("b200", "B200"),
-    ("mi300x", "MI300X"),
-)
 
 
 @dataclass(frozen=True)
@@ -53,17 +27,8 @@ class CaseRun:
 
 
 def match_gpu(description: str) -> Gpu:
-    text = re.sub(r"\(.*?\)", "", description).strip()
-    try:
-        return resolve_gpu(text)
-    except UserError:
-        pass
-    lowered = text.lower().replace("geforce ", "")
-    names = {g.name: g for g in catalog()}
-    for word, name in _GPU_WORDS:
-        if word in lowered and name in names:
-            return names[name]
-    raise UserError(f"no catalog GPU matches {description!r}")
+    """The catalog GPU a case's words name; remarks in parentheses ("(WSL2)") aside."""
+    return resolve_gpu(re.sub(r"\(.*?\)", "", description).strip())
 
 
 def _quantization(text: str | None) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from vfleet import kv_dsv4
 from vfleet.errors import UserError
 from vfleet.modelspec import ModelSpec
 
@@ -47,9 +48,12 @@ class KvLayout:
     sliding_groups: int
     sliding_window: int
     kv_dtype: str  # resolved storage format
-    # DeepSeek V4 only: bytes per token of (window + in-flight tokens) that every request
-    # holds whatever its length (SWA, compressor and indexer state).
-    window_bytes_per_token: int = 0
+    # DeepSeek V4 only: its groups and the release's block and concurrency rules.
+    dsv4: kv_dsv4.Dsv4Cache | None = None
+
+    @property
+    def min_block_size(self) -> int:
+        return self.dsv4.min_block_size if self.dsv4 else self.block_size
 
 
 def resolve_kv_dtype(
@@ -122,14 +126,32 @@ def _hybrid_groups(n_full: int, n_sliding: int) -> tuple[int, int, int]:
 
 
 def stage_layout(
-    spec: ModelSpec, layers: range, kv_dtype: str, dtype_bytes: int, tp: int, block_size: int
+    spec: ModelSpec,
+    layers: range,
+    kv_dtype: str,
+    dtype_bytes: int,
+    tp: int,
+    block_size: int,
+    *,
+    version: tuple[int, int, int] = (0, 33, 0),
+    mtp_layers: int = 0,
+    draft_rows: tuple[int, ...] = (),
 ) -> KvLayout:
     if spec.is_dsv4:
-        return _dsv4_layout(spec, layers, block_size)
+        return _dsv4_layout(spec, layers, version, mtp_layers)
     row = layer_row_bytes(spec, kv_dtype, dtype_bytes, tp)
     sliding = [i for i in layers if i in set(spec.sliding_layers)]
     n_sliding, n_full = len(sliding), len(layers) - len(sliding)
-    bytes_per_token = row * len(layers)
+    # A drafter's attention layers join the target's KV spec (vfleet.speculative): MTP
+    # layers have the target's row, an EAGLE head its own (draft_rows), all full attention.
+    extra = (row,) * mtp_layers + tuple(draft_rows)
+    if extra and n_sliding and (not n_full or set(extra) != {row}):
+        raise UserError(
+            f"a draft model on sliding-window {spec.name} is not modelled here (its layers "
+            "change the cache groups): budget it without speculative decoding"
+        )
+    n_full += len(extra)
+    bytes_per_token = row * len(layers) + sum(extra)
     if n_sliding == 0 or n_full == 0:
         # One group: uniform full attention, or all layers windowed alike.
         return KvLayout(
@@ -155,34 +177,23 @@ def stage_layout(
     )
 
 
-# DeepSeek V4 packs caches of different page sizes; vLLM's own guide says to predict, launch
-# once and calibrate. These two factors were fitted to vLLM 0.23 logs of V4-Flash on H200
-# (tests/data/kv_cases, ids ptocu-dsv4flash-*): the per-token cost is the structural sum
-# below times DSV4_TOKEN_FACTOR, and window-bounded caches cost DSV4_WINDOW_BYTES per token
-# of (window + in-flight tokens), independent of the context length.
-DSV4_TOKEN_FACTOR = 4.22
-DSV4_WINDOW_BYTES = 90_000
-
-
-def _dsv4_layout(spec: ModelSpec, layers: range, block_size: int) -> KvLayout:
-    per_token = 0.0
-    for layer in layers:
-        ratio = spec.compress_ratios[layer] if layer < len(spec.compress_ratios) else 0
-        if ratio:
-            per_token += DSV4_ROW / ratio
-        if ratio == 4 and spec.index_head_dim:
-            per_token += (spec.index_head_dim + spec.index_head_dim // 128 * 4) / ratio
-    bytes_per_token = round(per_token * DSV4_TOKEN_FACTOR)
+def _dsv4_layout(
+    spec: ModelSpec, layers: range, version: tuple[int, int, int], mtp_layers: int
+) -> KvLayout:
+    cache = kv_dsv4.plan(spec, layers, version, mtp_layers)
+    full = cache.full
+    # Bytes per token of context in the full-length (compressed) caches: what attention reads.
+    per_token = round(full.page_bytes / full.block_size)
     return KvLayout(
-        bytes_per_token,
-        block_size,
-        bytes_per_token * block_size,
+        per_token,
+        full.block_size,
+        cache.bytes_per_block,
+        len(cache.groups),
         1,
-        1,
-        0,
+        len(cache.groups) - 1,
         spec.sliding_window,
         "fp8_ds_mla",
-        window_bytes_per_token=round(DSV4_WINDOW_BYTES * len(layers) / 43),
+        dsv4=cache,
     )
 
 
@@ -190,13 +201,11 @@ def blocks_per_request(
     kv: KvLayout, max_model_len: int, max_in_flight_tokens: int, dcp: int = 1
 ) -> float:
     """Blocks one request of max_model_len tokens needs across every group."""
+    if kv.dsv4:
+        return kv_dsv4.blocks_per_request(kv.dsv4, max_model_len, max_in_flight_tokens, dcp)
     full = kv.full_groups * math.ceil(math.ceil(max_model_len / dcp) / kv.block_size)
     window = 0
     if kv.sliding_groups:
         span = min(kv.sliding_window - 1 + max_in_flight_tokens, max_model_len)
         window = kv.sliding_groups * (math.ceil(span / kv.block_size) + 1)
-    fixed = 0.0
-    if kv.window_bytes_per_token:
-        span = kv.sliding_window - 1 + max_in_flight_tokens
-        fixed = kv.window_bytes_per_token * span / kv.bytes_per_block
-    return full + window + fixed
+    return full + window

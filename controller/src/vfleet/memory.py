@@ -111,3 +111,25 @@ def cudagraph_bytes(layers_on_rank: int, enforce_eager: bool, subtracted: bool) 
     if enforce_eager or not subtracted:
         return 0
     return CUDAGRAPH_BASE + CUDAGRAPH_PER_LAYER * layers_on_rank
+
+
+def model_buffer_bytes(
+    spec: ModelSpec,
+    max_num_batched_tokens: int,
+    is_last_stage: bool,
+    version: tuple[int, int, int],
+    drafts_from_hidden_states: bool = False,
+) -> int:
+    """Buffers a model allocates while loading, counted in "Model loading took".
+
+    DeepSeek V4 (models/deepseek_v4/nvidia/model.py): the indexer's shared top-k index buffer
+    (int32, max_num_batched_tokens x index_topk) and, on the last PP stage, the residual
+    stream kept for an MTP or EAGLE draft (max_num_batched_tokens x hc_mult x hidden) --
+    always allocated before 0.27.0, only when such a draft runs from 0.27.0.
+    """
+    if not spec.is_dsv4:
+        return 0
+    total = max_num_batched_tokens * spec.index_topk * 4
+    if is_last_stage and (version < (0, 27, 0) or drafts_from_hidden_states):
+        total += max_num_batched_tokens * spec.hc_mult * spec.hidden_size * spec.dtype_bytes
+    return total

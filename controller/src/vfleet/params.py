@@ -17,6 +17,7 @@ from vfleet.modelspec import ModelSpec
 from vfleet.quant import Mxfp4Layout, WeightFormat, mxfp4_expert_bytes
 
 VOCAB_PADDING = 64
+FP32_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -111,18 +112,23 @@ def _attention_dsv4(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     ]
     ratio = spec.compress_ratios[layer] if layer < len(spec.compress_ratios) else 0
     if ratio:
+        # The compressor's fused wkv/wgate is unquantized (bf16) and replicated.
         coff = 2 if ratio == 4 else 1
-        groups.append(TensorGroup("attention", 2 * h * coff * hd, "replicated"))
+        groups.append(TensorGroup("compressor", 2 * h * coff * hd, "replicated"))
     if ratio == 4 and spec.index_head_dim:
         ih = spec.index_head_dim
+        # Indexer: FP8 wq_b; bf16 weights_proj and its own compressor; all replicated.
         groups.append(
-            TensorGroup(
-                "indexer",
-                spec.q_lora_rank * spec.index_n_heads * ih
-                + h * spec.index_n_heads
-                + 2 * h * 2 * ih,
-                "replicated",
-            )
+            TensorGroup("indexer", spec.q_lora_rank * spec.index_n_heads * ih, "replicated")
+        )
+        groups.append(
+            TensorGroup("compressor", h * spec.index_n_heads + 2 * h * 2 * ih, "replicated")
+        )
+    if spec.hc_mult:
+        # Hyper-connections: fp32 mixing weights for the attention and FFN sublayers.
+        mix = (2 + spec.hc_mult) * spec.hc_mult
+        groups.append(
+            TensorGroup("hyper_connections", 2 * (mix * spec.hc_mult * h + mix + 3), "replicated")
         )
     return groups
 
@@ -249,7 +255,16 @@ def _priced(
     """One tensor group's bytes on one rank."""
     if group.shard == "experts" and fmt.mxfp4 is not None:
         return group.component, _mxfp4_rank_expert_bytes(spec, layout, fmt.mxfp4)
+    if group.component == "hyper_connections":
+        return group.component, _rank_params(group, spec, layout) * FP32_BYTES
     return group.component, _rank_params(group, spec, layout) * fmt.bytes_per_param(group.component)
+
+
+def groups_bytes(
+    groups: list[TensorGroup], spec: ModelSpec, fmt: WeightFormat, layout: Layout
+) -> float:
+    """Bytes on one rank of tensor groups that `spec`'s layers would hold (draft layers)."""
+    return sum(_priced(group, spec, fmt, layout)[1] for group in groups)
 
 
 def rank_weight_bytes(
@@ -279,7 +294,23 @@ def rank_weight_bytes(
             priced[id(groups)] = parts
         for component, value in parts:
             out[component] = out.get(component, 0.0) + value
-    # Rotary cos/sin cache: max_position x rotary dim in the model dtype, one per model.
-    rotary = spec.qk_rope_head_dim or spec.head_dim
-    out["rotary_cache"] = float(spec.max_position_embeddings * rotary * fmt.dtype_bytes)
+    if last and spec.hc_mult:
+        hc_dim = spec.hc_mult * spec.hidden_size
+        out["hyper_connections"] = out.get("hyper_connections", 0.0) + FP32_BYTES * (
+            spec.hc_mult * hc_dim + spec.hc_mult + 1
+        )
+    out["rotary_cache"] = rotary_cache_bytes(spec, fmt)
     return out
+
+
+def rotary_cache_bytes(spec: ModelSpec, fmt: WeightFormat) -> float:
+    """Rotary cos/sin cache: max_position x rotary dim, one per distinct RoPE base.
+
+    DeepSeek V4 keeps it in fp32 (DeepseekV4ScalingRotaryEmbedding) and has two bases:
+    rope_theta on window-only layers and compress_rope_theta on compressed ones.
+    """
+    rotary = spec.qk_rope_head_dim or spec.head_dim
+    if spec.is_dsv4:
+        bases = 1 + (any(spec.compress_ratios) and not all(spec.compress_ratios))
+        return float(bases * spec.max_position_embeddings * rotary * FP32_BYTES)
+    return float(spec.max_position_embeddings * rotary * fmt.dtype_bytes)

@@ -106,10 +106,11 @@ def plan_document(
     model: str,
     vllm_version: str,
     model_type: str = "",
+    speculative: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     winner = ranked[0]
     feasible = [e for e in ranked if not e.rejected]
-    doc = {
+    doc: dict[str, Any] = {
         "model": model,
         "model_type": model_type,
         "gpu": cluster.gpu.name,
@@ -119,6 +120,8 @@ def plan_document(
         "workload": workload.__dict__,
         **layout_fields(winner),
     }
+    if speculative:  # absent when off, so plans without it stay as they were
+        doc["speculative"] = speculative
     doc["alternatives"] = [
         {**layout_fields(e), "why_not": why_lost(winner, e)} for e in feasible[1 : 1 + ALTERNATIVES]
     ]
@@ -242,4 +245,11 @@ def table(
         "  (seqs = max-num-seqs per engine rank: the KV cap at the mean context with 10% "
         "headroom, or where throughput stops rising under the SLOs)",
     ]
+    sp = winner.budget.speculative
+    if sp:
+        lines.append(
+            f"  Speculative: {sp['method']}, {sp['num_speculative_tokens']} token(s); the "
+            f"draft adds {sp['draft_weights_gib']:.2f} GiB per GPU and {sp['draft_kv_layers']} "
+            "KV layer(s) on the last stage (counted above); the cost model does not price it"
+        )
     return "\n".join(lines)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from vfleet import perf, shape, steady
+from vfleet import perf, shape, speculative, steady
 from vfleet.budget import Budget, BudgetRequest, compute, fits
 from vfleet.cluster import ClusterSpec
 from vfleet.errors import UserError
@@ -95,6 +95,7 @@ class PlanInputs:
     gpu_memory_utilization: float | None = None
     kv_cache_dtype: str | None = None
     fit: Fit = field(default_factory=default_fit)
+    speculative: speculative.Speculative | None = None
 
 
 def _divisors_pow2(limit: int) -> list[int]:
@@ -247,6 +248,8 @@ def _choose_knobs(
     """
     w, gpu = inputs.workload, inputs.cluster.gpu
     params = inputs.fit.params(gpu.arch, inputs.traits.version)
+    # Each decoding sequence schedules 1 + num_speculative_tokens tokens per step.
+    slots = speculative.decode_slots(inputs.speculative)
     limit = max(1, kv_cap)
     grid = batch_grid(limit)
     best: tuple[float, int, int, steady.Prediction] | None = None
@@ -275,7 +278,7 @@ def _choose_knobs(
         tokens = float(g.output_tokens_per_s[knee])
         if best is None or tokens > best[0] * 1.02:
             # vLLM refuses max-num-batched-tokens below max-num-seqs.
-            best = (tokens, min(int(grid[knee]), mnbt), mnbt, g.at(run))
+            best = (tokens, min(int(grid[knee]), mnbt // slots), mnbt, g.at(run))
     if best is not None:
         return best[1], best[2], best[3], True
     assert closest is not None
@@ -299,6 +302,7 @@ def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
         kv_cache_dtype=inputs.kv_cache_dtype or "auto",
         max_num_batched_tokens=8192,
         mean_context_len=w.mean_context,
+        speculative=inputs.speculative,
     )
     try:
         budget = compute(req)

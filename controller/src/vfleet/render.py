@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from vfleet import speculative
 from vfleet.cluster import ClusterSpec, Node
 from vfleet.errors import UserError
 from vfleet.firewall import exposure
@@ -79,6 +80,7 @@ class RenderOptions:
     extra_args: tuple[str, ...] = ()
     extra_env: tuple[tuple[str, str], ...] = ()
     plan_name: str = "plan.json"
+    draft_model_path: str | None = None  # EAGLE draft on the hosts (default /srv/models/<name>)
 
 
 @dataclass
@@ -242,6 +244,17 @@ def _common_flags(f: _Flags, plan: dict[str, Any], opts: RenderOptions) -> None:
             plan["decode_context_parallel_size"],
             "plan: DCP shards the KV along the token axis",
         )
+    if plan.get("speculative"):
+        sp = plan["speculative"]
+        draft = sp.get("draft_model")
+        path = opts.draft_model_path or (
+            f"/srv/models/{draft.rstrip('/').split('/')[-1]}" if draft else None
+        )
+        conf = speculative.speculative_config(
+            sp, str(plan.get("model_type") or ""), parse_version(f.version), path
+        )
+        # JSON, one argument: Flag.text shell-quotes it.
+        f.add("--speculative-config", conf, f"plan: speculative decoding ({sp['method']})")
     if plan.get("model_type") == "deepseek_v4":
         f.add("--trust-remote-code", None, "DeepSeek V4 ships its own code")
 

@@ -52,6 +52,8 @@ class VersionTraits:
     tokens_group_aware: bool
     # 0.11-0.20.0 multiply the printed tokens by the context-parallel size explicitly.
     v0_engine: bool
+    # Async scheduling on by default (VllmConfig, 0.14.0 onwards).
+    async_scheduling: bool = False
 
     @property
     def label(self) -> str:
@@ -67,6 +69,7 @@ def traits(version: str | None) -> VersionTraits:
         cudagraph_subtracted=v >= (0, 20, 0),
         tokens_group_aware=v >= (0, 20, 2),
         v0_engine=v < (0, 8, 0),
+        async_scheduling=v >= (0, 14, 0),
     )
 
 

@@ -131,6 +131,40 @@ VERSION_SHIMS: dict[str, tuple[str, ...]] = {
     "0.17.1": ("torch_cpu_avx512_probe",),
 }
 
+# Values --speculative-config's "method" takes, by the first recorded release accepting each.
+# Kept by hand: --help prints no JSON schema (0.25.1+ list them as --spec-method's choices,
+# which the test suite compares with this table).
+SPECULATIVE_METHODS: dict[str, dict[str, str]] = {
+    "ngram": {
+        "first": "0.8.5.post1",
+        "source": "SpeculativeMethod in vllm/config.py as vLLM PR #24904 (0.10.2 era) moved "
+        "it: ngram, eagle, eagle3, medusa, mlp_speculator, draft_model, deepseek_mtp, "
+        "ernie_mtp, qwen3_next_mtp; 0.8.5.post1's own source not read",
+    },
+    "eagle": {
+        "first": "0.8.5.post1",
+        "source": "docs v0.8.2 features/spec_decode.md (EAGLE drafts via speculative_config); "
+        "the SpeculativeMethod list above",
+    },
+    "eagle3": {
+        "first": "0.9.2",
+        "source": "vLLM PR #16937 (V1 EAGLE-3, opened 2025-04-21); vLLM issue #18946 runs "
+        "method eagle3 on 0.9.0; whether 0.8.5 had it is not verified, so it is refused there",
+    },
+    "deepseek_mtp": {
+        "first": "0.8.5.post1",
+        "source": "vLLM PR #12755 (DeepSeek MTP, Feb 2025); still accepted in 0.33 "
+        "(--spec-method choices) but deprecated for mtp from 0.20.0 (config/speculative.py: "
+        "'method `%s` is deprecated and replaced with mtp')",
+    },
+    "mtp": {
+        "first": "0.11.0",
+        "source": "docs.vllm.ai/en/v0.11.0/api/vllm/config/speculative.html lists mtp in "
+        "SpeculativeMethod; the 0.10.2-era list in PR #24904 does not (vLLM PR #25232 "
+        "unified the per-model MTP names, Sep 2025)",
+    },
+}
+
 # Known ways a saved help text can differ from what a CUDA host prints for the same release,
 # found by reading the release's source: (first, last release affected, note).
 CAVEATS: tuple[tuple[tuple[int, ...], tuple[int, ...], str], ...] = (
@@ -767,6 +801,13 @@ def build_registry(captures: dict[str, Capture], failures: dict[str, str]) -> di
         ],
         "versions": versions,
         "option_history": dict(sorted(history.items())),
+        "speculative_methods": {
+            "note": "--speculative-config method values by the first recorded release that "
+            "accepts each (kept by hand in generate.py). Every recorded release spells the "
+            "flag --speculative-config JSON; --speculative-model/--num-speculative-tokens "
+            "predate 0.8.5.post1.",
+            "methods": SPECULATIVE_METHODS,
+        },
     }
 
 
