@@ -48,3 +48,21 @@ def test_gpt_oss_forms_two_groups_of_eighteen_layers():
     kv = stage_layout(spec, range(spec.num_layers), "auto", 2, 4, 16)
     assert (kv.full_groups, kv.sliding_groups) == (1, 1)
     assert kv.bytes_per_block == 147_456  # 18 layers x 8,192-byte pages at TP4
+
+
+def test_llama4_chunked_layers_are_full_attention_unless_hybrid_is_opted_in():
+    from vfleet.kvspec import blocks_per_request
+
+    spec = load_model("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    assert len(spec.chunked_layers) == 36  # every fourth of 48 layers is global NoPE
+    default = stage_layout(spec, range(spec.num_layers), "auto", 2, 2, 16)
+    assert (default.num_groups, default.chunked_groups) == (1, 0)
+    hybrid = stage_layout(
+        spec, range(spec.num_layers), "auto", 2, 2, 16, chunked_local_hybrid=True
+    )
+    # 12 global and 36 chunked layers: groups of 12, one full and three chunked.
+    assert (hybrid.full_groups, hybrid.chunked_groups) == (1, 3)
+    assert hybrid.bytes_per_block == 12 * 2 * 4 * 128 * 2 * 16
+    # A request of 131,072 tokens: 8,192 full blocks, and per chunked group one chunk
+    # plus one step of 8,192 in-flight tokens (1,024 blocks of 16).
+    assert blocks_per_request(hybrid, 131072, 8192) == 8192 + 3 * 1024

@@ -48,6 +48,9 @@ class KvLayout:
     sliding_groups: int
     sliding_window: int
     kv_dtype: str  # resolved storage format
+    # Chunked local attention (Llama 4): groups of layers that attend within fixed chunks.
+    chunked_groups: int = 0
+    attention_chunk_size: int = 0
     # DeepSeek V4 only: its groups and the release's block and concurrency rules.
     dsv4: kv_dsv4.Dsv4Cache | None = None
 
@@ -118,11 +121,13 @@ def default_block_size(
     return 16
 
 
-def _hybrid_groups(n_full: int, n_sliding: int) -> tuple[int, int, int]:
-    """(group_size, full_groups, sliding_groups) as _get_kv_cache_groups_uniform_page_size."""
-    small, large = min(n_full, n_sliding), max(n_full, n_sliding)
+def _hybrid_groups(counts: list[int]) -> tuple[int, list[int]]:
+    """(group_size, groups per attention kind) as _get_kv_cache_groups_uniform_page_size:
+    groups as large as the biggest kind when the kinds differ by less than 1.5x, else as
+    the smallest, each kind padded up to whole groups."""
+    small, large = min(counts), max(counts)
     group_size = large if large < 1.5 * small else small
-    return group_size, math.ceil(n_full / group_size), math.ceil(n_sliding / group_size)
+    return group_size, [math.ceil(n / group_size) for n in counts]
 
 
 def stage_layout(
@@ -136,44 +141,57 @@ def stage_layout(
     version: tuple[int, int, int] = (0, 33, 0),
     mtp_layers: int = 0,
     draft_rows: tuple[int, ...] = (),
+    chunked_local_hybrid: bool = False,
 ) -> KvLayout:
+    """The KV layout of one pipeline stage.
+
+    Chunked local layers keep their own groups only with chunked_local_hybrid (the
+    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 opt-in); by default vLLM turns the
+    hybrid manager off for such models and caches every layer as full attention.
+    """
     if spec.is_dsv4:
         return _dsv4_layout(spec, layers, version, mtp_layers)
     row = layer_row_bytes(spec, kv_dtype, dtype_bytes, tp)
-    sliding = [i for i in layers if i in set(spec.sliding_layers)]
-    n_sliding, n_full = len(sliding), len(layers) - len(sliding)
+    sliding_set = set(spec.sliding_layers)
+    chunked_set = set(spec.chunked_layers) if chunked_local_hybrid else set()
+    n_sliding = sum(1 for i in layers if i in sliding_set)
+    n_chunked = sum(1 for i in layers if i in chunked_set and i not in sliding_set)
+    n_full = len(layers) - n_sliding - n_chunked
     # A drafter's attention layers join the target's KV spec (vfleet.speculative): MTP
     # layers have the target's row, an EAGLE head its own (draft_rows), all full attention.
     extra = (row,) * mtp_layers + tuple(draft_rows)
-    if extra and n_sliding and (not n_full or set(extra) != {row}):
+    windowed = n_sliding or n_chunked
+    if extra and windowed and (not n_full or set(extra) != {row}):
         raise UserError(
             f"a draft model on sliding-window {spec.name} is not modelled here (its layers "
             "change the cache groups): budget it without speculative decoding"
         )
     n_full += len(extra)
     bytes_per_token = row * len(layers) + sum(extra)
-    if n_sliding == 0 or n_full == 0:
-        # One group: uniform full attention, or all layers windowed alike.
-        return KvLayout(
-            bytes_per_token,
-            block_size,
-            bytes_per_token * block_size,
-            1,
-            1 if n_full else 0,
-            1 if n_sliding else 0,
-            spec.sliding_window if n_sliding else 0,
-            kv_dtype,
-        )
-    group_size, full_groups, sliding_groups = _hybrid_groups(n_full, n_sliding)
+    kinds = [
+        (kind, n)
+        for kind, n in (("full", n_full), ("sliding", n_sliding), ("chunked", n_chunked))
+        if n
+    ]
+    if len(kinds) == 1:
+        # One group: uniform full attention, or every layer windowed alike.
+        group_size, per_kind = 1, [1]
+        bytes_per_block = bytes_per_token * block_size
+    else:
+        group_size, per_kind = _hybrid_groups([n for _, n in kinds])
+        bytes_per_block = group_size * row * block_size
+    groups = {kind: g for (kind, _), g in zip(kinds, per_kind, strict=True)}
     return KvLayout(
         bytes_per_token,
         block_size,
-        group_size * row * block_size,
-        full_groups + sliding_groups,
-        full_groups,
-        sliding_groups,
-        spec.sliding_window,
+        bytes_per_block,
+        sum(per_kind),
+        groups.get("full", 0),
+        groups.get("sliding", 0),
+        spec.sliding_window if n_sliding else 0,
         kv_dtype,
+        chunked_groups=groups.get("chunked", 0),
+        attention_chunk_size=spec.attention_chunk_size if n_chunked else 0,
     )
 
 
@@ -208,4 +226,9 @@ def blocks_per_request(
     if kv.sliding_groups:
         span = min(kv.sliding_window - 1 + max_in_flight_tokens, max_model_len)
         window = kv.sliding_groups * (math.ceil(span / kv.block_size) + 1)
-    return full + window
+    chunked = 0
+    if kv.chunked_groups:
+        # One chunk plus the in-flight tokens, no partial block (ChunkedLocalAttentionSpec).
+        span = min(kv.attention_chunk_size + max_in_flight_tokens, max_model_len)
+        chunked = kv.chunked_groups * math.ceil(span / kv.block_size)
+    return full + window + chunked

@@ -66,6 +66,9 @@ class ModelSpec:
     # Sliding-window layers (Gemma-2/3, gpt-oss, Mistral): indices of the windowed layers.
     sliding_window: int = 0
     sliding_layers: tuple[int, ...] = ()
+    # Chunked local attention (Llama 4): the layers that attend within attention_chunk_size.
+    attention_chunk_size: int = 0
+    chunked_layers: tuple[int, ...] = ()
     num_mtp_layers: int = 0
     quantization: dict[str, Any] = field(default_factory=dict)
     vision: VisionTower | None = None
@@ -179,6 +182,18 @@ def _sliding_layers(cfg: dict[str, Any], model_type: str, num_layers: int) -> tu
     return ()
 
 
+def _chunked_layers(cfg: dict[str, Any], num_layers: int) -> tuple[int, ...]:
+    """Llama 4: RoPE layers use chunked local attention, NoPE layers (no_rope_layers[i] == 0,
+    by default every fourth) attend globally (vLLM llama4.py)."""
+    if not cfg.get("attention_chunk_size"):
+        return ()
+    flags = cfg.get("no_rope_layers")
+    if not isinstance(flags, list) or len(flags) < num_layers:
+        interval = int(cfg.get("no_rope_layer_interval") or 4)
+        flags = [int((i + 1) % interval != 0) for i in range(num_layers)]
+    return tuple(i for i in range(num_layers) if flags[i])
+
+
 def _norm_dtype(raw: Any) -> str:
     dtype = str(raw or "bfloat16").replace("torch.", "")
     return dtype if dtype in DTYPE_BYTES else "bfloat16"
@@ -272,6 +287,8 @@ def spec_from_config(raw: dict[str, Any], name: str = "model") -> ModelSpec:
         hc_mult=int(cfg.get("hc_mult") or 0),
         sliding_window=int(cfg.get("sliding_window") or 0),
         sliding_layers=_sliding_layers(cfg, model_type, layers),
+        attention_chunk_size=int(cfg.get("attention_chunk_size") or 0),
+        chunked_layers=_chunked_layers(cfg, layers),
         num_mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
         quantization=dict(quant),
         vision=_vision_tower(raw),
