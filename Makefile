@@ -51,10 +51,14 @@ test-testbed: testbed-image ## Test hosts: nspawn machines in network namespaces
 molecule: testbed-image ## molecule test for every role with a scenario, on the testbed (root)
 	bash scripts/molecule-all.sh
 
-test-engine: engine ## Tests against a real vLLM CPU engine
+oracle-sources: setup ## Fetch the vLLM releases' Python sources for the KV oracle (~40 s once)
+	bash scripts/fetch-vllm-sources.sh
+.PHONY: oracle-sources
+
+test-engine: engine oracle-sources ## Tests against a real vLLM CPU engine
 	$(VENV)/bin/pytest -q -m engine tests
 
-test: setup lint engine testbed-image ## Everything: lint, unit, engine, testbed, molecule
+test: setup lint engine oracle-sources testbed-image ## Everything: lint, unit, engine, testbed, molecule
 	$(VENV)/bin/pytest -q tests
 	bash scripts/molecule-all.sh
 

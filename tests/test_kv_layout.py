@@ -57,9 +57,7 @@ def test_llama4_chunked_layers_are_full_attention_unless_hybrid_is_opted_in():
     assert len(spec.chunked_layers) == 36  # every fourth of 48 layers is global NoPE
     default = stage_layout(spec, range(spec.num_layers), "auto", 2, 2, 16)
     assert (default.num_groups, default.chunked_groups) == (1, 0)
-    hybrid = stage_layout(
-        spec, range(spec.num_layers), "auto", 2, 2, 16, chunked_local_hybrid=True
-    )
+    hybrid = stage_layout(spec, range(spec.num_layers), "auto", 2, 2, 16, chunked_local_hybrid=True)
     # 12 global and 36 chunked layers: groups of 12, one full and three chunked.
     assert (hybrid.full_groups, hybrid.chunked_groups) == (1, 3)
     assert hybrid.bytes_per_block == 12 * 2 * 4 * 128 * 2 * 16

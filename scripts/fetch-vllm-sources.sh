@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Fetch the pure-Python sources of vLLM releases for the KV-planner oracle (tests/kv_oracle).
+# Usage: scripts/fetch-vllm-sources.sh [VERSION ...]
+# Each release lands in $VFLEET_CACHE/vllm-src/<version>/vllm/ (only vllm/**/*.py, 27-57 MB);
+# the ~270 MB wheel is deleted at once. A marker written last tells a finished release from a
+# half-done one, which is extracted again. Needs only .venv (make setup) and network access.
+set -euo pipefail
+
+VFLEET_CACHE="${VFLEET_CACHE:-/var/cache/vfleet}"
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$REPO_ROOT/.venv"
+DEFAULT_VERSIONS=(0.20.0 0.20.2 0.23.0 0.26.0 0.27.0 0.33.0)
+VERSIONS=("$@")
+[[ ${#VERSIONS[@]} -gt 0 ]] || VERSIONS=("${DEFAULT_VERSIONS[@]}")
+
+DEST="$VFLEET_CACHE/vllm-src"
+MARKER=.vfleet-complete
+
+if [[ ! -x "$VENV/bin/pip" ]]; then
+  echo "fetch-vllm-sources: $VENV/bin/pip missing; run make setup" >&2
+  exit 1
+fi
+mkdir -p "$DEST"
+# One fetcher at a time: CI and a developer shell may both run the test targets.
+exec 9>"$DEST/.lock"
+flock 9
+# Under the lock nobody else is fetching, so temp folders left by a killed run can go.
+rm -rf "$DEST"/.fetch-*
+tmp=""
+trap 'if [[ -n "$tmp" ]]; then rm -rf "$tmp"; fi' EXIT
+
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+for version in "${VERSIONS[@]}"; do
+  target="$DEST/$version"
+  if [[ -f "$target/$MARKER" ]]; then
+    echo "vllm $version: cached ($target)"
+    continue
+  fi
+  start=$SECONDS
+  tmp="$(mktemp -d "$DEST/.fetch-$version.XXXXXX")"
+  # 0.20.x ship manylinux_2_35 wheels, later releases 2_28. The wheel is read once, so pip's
+  # cache would only hold 270 MB more.
+  if ! "$VENV/bin/pip" download -q --progress-bar off --no-cache-dir --no-deps \
+    --only-binary :all: --python-version 3.12 \
+    --platform manylinux_2_35_x86_64 --platform manylinux_2_28_x86_64 \
+    "vllm==$version" -d "$tmp" >"$tmp/pip.log" 2>&1; then
+    cat "$tmp/pip.log" >&2
+    echo "vllm $version: FAILED (pip download)" >&2
+    exit 1
+  fi
+  wheel="$(compgen -G "$tmp/vllm-$version-*.whl" | head -n 1 || true)"
+  if [[ -z "$wheel" ]]; then
+    echo "vllm $version: FAILED (no wheel in the download)" >&2
+    exit 1
+  fi
+  rm -rf "$target"
+  # Python's zipfile, not unzip, which a fresh Debian 12 lacks.
+  count="$("$VENV/bin/python" - "$wheel" "$target" <<'EOF'
+import sys
+import zipfile
+
+wheel, target = sys.argv[1:3]
+with zipfile.ZipFile(wheel) as zf:
+    names = [n for n in zf.namelist() if n.startswith("vllm/") and n.endswith(".py")]
+    for name in names:
+        zf.extract(name, target)
+print(len(names))
+EOF
+)"
+  rm -rf "$tmp"
+  tmp=""
+  printf 'vllm==%s files=%s\n' "$version" "$count" >"$target/$MARKER"
+  echo "vllm $version: fetched $count files in $((SECONDS - start)) s ($target)"
+done
