@@ -72,8 +72,9 @@ provision: setup ## terraform apply for ENV (local: 2 test hosts, root); invento
 unprovision: setup ## terraform destroy for ENV
 	$(TF_ENV) destroy -auto-approve -input=false
 
-bench: setup ## Print the benchmark numbers (accuracy, speed)
+bench: setup engine oracle-sources ## Print the benchmark numbers (accuracy, oracle, speed)
 	$(VENV)/bin/python bench/kv_accuracy.py
+	$(VENV)/bin/python bench/kv_oracle.py
 	$(VENV)/bin/python bench/budget_speed.py
 	$(VENV)/bin/python bench/plan_speed.py
 	$(VENV)/bin/python bench/perf_accuracy.py

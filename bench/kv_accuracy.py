@@ -1,7 +1,7 @@
 """Score `vfleet budget` against real vLLM start-up logs: per-case table and summary.
 
 Usage: python bench/kv_accuracy.py [--cases DIR]
-Target (issue 2): median |kv_tokens error| <= 3% and mean <= 5% over every case with a
+Target: median |kv_tokens error| <= 0.5% and mean <= 2% over every case with a
 config and a complete record. For scale, the llm-d capacity planner reports 6.7% mean
 absolute error on KV memory and 9.9% on max concurrency on data of this kind.
 """
@@ -69,7 +69,7 @@ def main() -> int:
         f"max |error|: {max(errors) * 100:.1f}%   within 5%: "
         f"{sum(e <= 0.05 for e in errors)}/{len(rows)}"
     )
-    print("targets: median <= 3%, mean <= 5% (llm-d planner: 6.7% KV memory, 9.9% concurrency)")
+    print("targets: median <= 0.5%, mean <= 2% (llm-d planner: 6.7% KV memory, 9.9% concurrency)")
     return 0
 
 
