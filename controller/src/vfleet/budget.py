@@ -76,6 +76,7 @@ class Budget:
     kv_bytes_per_token: int
     kv_cache_dtype: str
     block_size: int
+    kv_bytes_per_block: int
     num_blocks: int
     kv_tokens: int
     max_model_len: int
@@ -87,6 +88,7 @@ class Budget:
     weight_format: str
     kv_pinned: bool
     stages: list[StageBudget] = field(default_factory=list)
+    kv_groups: list[dict] = field(default_factory=list)
     weights_by_component_gib: dict[str, float] = field(default_factory=dict)
     params_by_component_b: dict[str, float] = field(default_factory=dict)
     # The draft: method, tokens, its weights per GPU of the last stage, its KV layers.
@@ -267,6 +269,7 @@ def compute(req: BudgetRequest) -> Budget:
         kv_bytes_per_token=stage.kv_bytes_per_token,
         kv_cache_dtype=kv.kv_dtype,
         block_size=block_size,
+        kv_bytes_per_block=kv.bytes_per_block,
         num_blocks=num_blocks,
         kv_tokens=kv_tokens,
         max_model_len=max_model_len,
@@ -278,6 +281,7 @@ def compute(req: BudgetRequest) -> Budget:
         weight_format=fmt.scheme,
         kv_pinned=req.kv_cache_memory_bytes is not None,
         stages=stages,
+        kv_groups=kvspec.group_summary(kv),
         weights_by_component_gib={k: round(v / GIB, 3) for k, v in weights_by_component.items()},
         params_by_component_b={k: round(v / 1e9, 3) for k, v in params.items()},
         speculative=_draft_summary(draft, spec, draft_bytes, kv_layouts[-1].bytes_per_token),

@@ -51,12 +51,8 @@ def worked_table(b: Budget) -> str:
             f"{b.available_kv_gib:10.2f} GiB",
             "pinned by --kv-cache-memory-bytes" if b.kv_pinned else stage_note.strip(),
         ),
-        (
-            "/ KV bytes per token per GPU",
-            f"{b.kv_bytes_per_token:10d} B",
-            kv_note,
-        ),
-        ("= blocks", f"{b.num_blocks:10d}", f"{b.block_size} tokens each"),
+        _per_unit_row(b, kv_note),
+        ("= blocks", f"{b.num_blocks:10d}", _blocks_note(b)),
         ("= KV tokens per engine", f"{b.kv_tokens:10d}", "vLLM's 'GPU KV cache size'"),
         ("/ context (max-model-len)", f"{b.max_model_len:10d}", ""),
         ("= concurrent sequences", f"{b.max_concurrency:10.2f}", "at full context"),
@@ -150,3 +146,23 @@ def plot_sweep(points: list[Budget], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _per_unit_row(b: Budget, kv_note: str) -> tuple[str, str, str]:
+    # A hybrid cache's block spans groups of different page sizes: divide by the block.
+    if len(b.kv_groups) > 1:
+        return ("/ KV bytes per block per GPU", f"{b.kv_bytes_per_block:10d} B", kv_note)
+    return ("/ KV bytes per token per GPU", f"{b.kv_bytes_per_token:10d} B", kv_note)
+
+
+def _blocks_note(b: Budget) -> str:
+    if len(b.kv_groups) <= 1:
+        return f"{b.block_size} tokens each"
+    kinds: dict[str, list[int]] = {}
+    for g in b.kv_groups:
+        kinds.setdefault(str(g["kind"]), []).append(int(g["block_size"]))
+    parts = [
+        f"{len(sizes)} {kind} ({'/'.join(map(str, sorted(set(sizes))))} tok)"
+        for kind, sizes in kinds.items()
+    ]
+    return f"shared by {len(b.kv_groups)} groups: " + ", ".join(parts)

@@ -215,6 +215,32 @@ def _dsv4_layout(
     )
 
 
+def group_summary(kv: KvLayout) -> list[dict[str, int | str]]:
+    """The KV cache groups one block spans, for reports and --json."""
+    if kv.dsv4:
+        return [
+            {
+                "kind": g.kind,
+                "block_size": g.block_size,
+                "window": g.window,
+                "layers": len(g.pages),
+                "page_bytes": g.page_bytes,
+            }
+            for g in kv.dsv4.groups
+        ]
+    per_group = kv.bytes_per_block // max(kv.num_groups, 1)
+    kinds = (
+        ("full", kv.full_groups, 0),
+        ("sliding", kv.sliding_groups, kv.sliding_window),
+        ("chunked", kv.chunked_groups, kv.attention_chunk_size),
+    )
+    return [
+        {"kind": kind, "block_size": kv.block_size, "window": window, "page_bytes": per_group}
+        for kind, count, window in kinds
+        for _ in range(count)
+    ]
+
+
 def blocks_per_request(
     kv: KvLayout, max_model_len: int, max_in_flight_tokens: int, dcp: int = 1
 ) -> float:
