@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+import ci_gate
 import pytest
 from kv_oracle import matrix, oracle
 
@@ -19,12 +20,7 @@ CASES = matrix.build_cases()
 
 
 def _require(ok: bool, reason: str) -> None:
-    """Skip on a developer machine without the oracle; fail under CI, which must have it."""
-    if ok:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: the KV oracle never skips)", pytrace=False)
-    pytest.skip(reason)
+    ci_gate.require(ok, reason, "KV oracle tests")
 
 
 def _wanted_releases(session: pytest.Session) -> set[str]:

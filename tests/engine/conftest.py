@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import ci_gate
 import pytest
 
 HERE = Path(__file__).resolve().parent
@@ -21,12 +22,7 @@ ENGINE_REPORT: list[str] = []
 
 
 def require(ok: bool, reason: str) -> None:
-    """Skip on a developer machine without the engine; fail under CI, which must have it."""
-    if ok:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: engine tests never skip)", pytrace=False)
-    pytest.skip(reason)
+    ci_gate.require(ok, reason, "engine tests")
 
 
 @pytest.fixture(scope="session")

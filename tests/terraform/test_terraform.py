@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import ci_gate
 import pytest
 import yaml
 
@@ -50,12 +51,7 @@ META_ARGUMENTS = {"source", "version", "count", "for_each", "depends_on", "provi
 
 
 def require(ok: bool, reason: str) -> None:
-    """Skip where the tool is missing; under CI, which must have it, fail instead."""
-    if ok:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: these tests never skip)", pytrace=False)
-    pytest.skip(reason)
+    ci_gate.require(ok, reason, "these tests")
 
 
 @pytest.fixture(scope="module")

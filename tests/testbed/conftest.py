@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import ci_gate
 import pytest
 
 from vfleet.testbed import base
@@ -21,12 +22,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def require(ok: bool, reason: str) -> None:
-    """Skip on a machine that cannot host a testbed; fail under CI, which must."""
-    if ok:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: testbed tests never skip)", pytrace=False)
-    pytest.skip(reason)
+    ci_gate.require(ok, reason, "testbed tests")
 
 
 def _can_make_netns() -> str | None:
