@@ -59,7 +59,7 @@ test-engine: engine oracle-sources ## Tests against a real vLLM CPU engine
 	$(VENV)/bin/pytest -q -m engine tests
 
 test: setup lint engine oracle-sources testbed-image ## Everything: lint, unit, engine, testbed, molecule
-	$(VENV)/bin/pytest -q tests
+	$(VENV)/bin/pytest -q --durations=15 tests
 	bash scripts/molecule-all.sh
 
 test-terraform: setup ## Terraform modules and envs: fmt, init/validate/test, static checks (offline)

@@ -72,6 +72,9 @@ def _describe(case: matrix.Case, got: dict) -> str:
 def test_budget_matches_vllm_planner(case: matrix.Case, oracle_results: dict[str, dict]) -> None:
     got = oracle_results[case.case_id]
     assert "error" not in got, f"oracle failed for {case.case_id}: {got.get('error')}"
+    # A stand-in asked for an attribute it lacks: the release read config the oracle never set.
+    misses = got["debug"]["stand_in_misses"]
+    assert not misses, f"oracle for {case.case_id} read unset config: {misses}"
     assert case.vfleet_error is None, f"vfleet failed for {case.case_id}: {case.vfleet_error}"
     v = case.vfleet
     assert (v["num_blocks"], v["kv_tokens"], round(v["max_concurrency"], 2)) == (

@@ -11,6 +11,11 @@ package of that release):
   L515); from 0.26 `VllmConfig.max_in_flight_tokens` = max_concurrent_batches x
   max_num_batched_tokens, with 2 batches under async scheduling at PP 1 (0.26.0 config/vllm.py
   L512-533, 0.33.0 L588-609). The runner evaluates these with the release's own code.
+- Async scheduling stays on with MTP: the default turns it off only for a speculative method
+  outside EagleModelTypes (which holds MTPModelTypes, so "mtp") and NgramGPUTypes, or with
+  disable_padded_drafter_batch (default False): config/vllm.py 0.20.0 and 0.20.2 L810-829,
+  0.23.0 L969-988, 0.26.0 L1071-1091, 0.27.0 L1107-1127, 0.32.0 L1597-1619; 0.33.0 moves the
+  check to the V1 runner's v1_async_sched_incompat (L1652-1665), applied at L1711-1717.
 - The hybrid KV-cache manager is switched off by default when the model has chunked local
   attention (Llama 4) unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: config/vllm.py
   (0.20.0 L1266-1286, 0.23.0 L1459, 0.26.0 L1580, 0.27.0 L1619, 0.32.0 L2150, 0.33.0 L2235-2255).
@@ -26,6 +31,7 @@ from vfleet.budget import BudgetRequest, compute
 from vfleet.catalog import catalog_entry, load_model
 from vfleet.gpus import resolve_gpu
 from vfleet.params import Layout
+from vfleet.speculative import Speculative
 from vfleet.versions import traits
 
 GPU = "H200-SXM-141GB"
@@ -44,10 +50,16 @@ class ModelCase:
     # Window-bounded caches depend on max_num_batched_tokens; uniform ones do not.
     batched: tuple[int, ...] = (8192,)
     label: str = ""
+    # MTP speculative decoding with this many num_speculative_tokens (0: none).
+    mtp_tokens: int = 0
+    # Overrides of the standard lengths and of RELEASES, to keep the extra cases few.
+    lengths: tuple[int, ...] = ()
+    releases: tuple[str, ...] = ()
 
     @property
     def short(self) -> str:
-        return self.label or self.model.split("/", 1)[1]
+        name = self.label or self.model.split("/", 1)[1]
+        return f"{name}-mtp{self.mtp_tokens}" if self.mtp_tokens else name
 
 
 WINDOWED = (2048, 8192, 16384)
@@ -64,13 +76,55 @@ MODELS = (
     ModelCase("meta-llama/Llama-3.1-8B-Instruct", 1, "auto", 100 * GIB + 1_000_003),
     ModelCase("deepseek-ai/DeepSeek-V3", 8, "auto", 40 * GIB),
     ModelCase("deepseek-ai/DeepSeek-V3", 8, "fp8", 40 * GIB, label="DeepSeek-V3-fp8"),
+    # MTP drafters: V4's SWA-only layer regroups the window caches; V3's adds one MLA layer.
+    # num_speculative_tokens enters only through multi-module MTP, so 3 is checked once.
+    ModelCase(
+        "deepseek-ai/DeepSeek-V4-Flash",
+        2,
+        "fp8",
+        34_448_757_120,
+        (2048, 8192),
+        mtp_tokens=1,
+        lengths=(4096, 131072, 1048576),
+    ),
+    ModelCase(
+        "deepseek-ai/DeepSeek-V4-Flash",
+        2,
+        "fp8",
+        34_448_757_120,
+        (2048, 8192),
+        mtp_tokens=3,
+        lengths=(131072,),
+        releases=("0.33.0",),
+    ),
+    ModelCase(
+        "deepseek-ai/DeepSeek-V3",
+        8,
+        "fp8",
+        40 * GIB,
+        label="DeepSeek-V3-fp8",
+        mtp_tokens=1,
+        lengths=(4096, 131072, 1048576),
+    ),
+    ModelCase(
+        "deepseek-ai/DeepSeek-V3",
+        8,
+        "fp8",
+        40 * GIB,
+        label="DeepSeek-V3-fp8",
+        mtp_tokens=3,
+        lengths=(131072,),
+        releases=("0.33.0",),
+    ),
 )
 
 
-def lengths_for(max_position_embeddings: int) -> tuple[int, ...]:
-    """The standard lengths up to what the model allows, plus its own maximum."""
-    out = [n for n in LENGTHS if n <= max_position_embeddings]
-    if max_position_embeddings < LENGTHS[-1] and max_position_embeddings not in out:
+def lengths_for(
+    max_position_embeddings: int, lengths: tuple[int, ...] = LENGTHS
+) -> tuple[int, ...]:
+    """The lengths up to what the model allows, plus its own maximum."""
+    out = [n for n in lengths if n <= max_position_embeddings]
+    if max_position_embeddings < lengths[-1] and max_position_embeddings not in out:
         out.append(max_position_embeddings)
     return tuple(out)
 
@@ -108,6 +162,7 @@ def _vfleet(mc: ModelCase, release: str, length: int, batched: int) -> dict[str,
             max_model_len=length,
             max_num_batched_tokens=batched,
             kv_cache_dtype=mc.kv_cache_dtype,
+            speculative=Speculative("mtp", mc.mtp_tokens) if mc.mtp_tokens else None,
         )
     )
     return {
@@ -124,10 +179,12 @@ def build_cases(releases: tuple[str, ...] = RELEASES) -> list[Case]:
     cases = []
     for release in releases:
         for mc in MODELS:
+            if mc.releases and release not in mc.releases:
+                continue
             hf = catalog_entry(mc.model)["config"]
             spec = load_model(mc.model)
             is_dsv4 = bool(spec.compress_ratios)
-            for length in lengths_for(spec.max_position_embeddings):
+            for length in lengths_for(spec.max_position_embeddings, mc.lengths or LENGTHS):
                 for batched in mc.batched:
                     case_id = f"{mc.short}-{release}-L{length}-M{batched}"
                     vfleet, error = None, None
@@ -150,7 +207,9 @@ def build_cases(releases: tuple[str, ...] = RELEASES) -> list[Case]:
                         "max_num_seqs": vfleet["max_num_seqs"] if vfleet else 256,
                         "async_scheduling": async_scheduling_default(release),
                         "disable_hybrid_kv_cache_manager": hybrid_manager_disabled(hf),
-                        "num_speculative_layers": 0,
+                        # MTP: the model's own modules (num_nextn_predict_layers) draft.
+                        "num_speculative_layers": spec.num_mtp_layers if mc.mtp_tokens else 0,
+                        "num_speculative_tokens": mc.mtp_tokens or None,
                         "available_bytes": mc.available_bytes,
                     }
                     cases.append(
@@ -179,7 +238,8 @@ def compare(case: Case, oracle: dict[str, Any]) -> dict[str, Any]:
         "vfleet": case.vfleet,
         "vfleet_error": case.vfleet_error,
     }
-    if "error" in oracle or case.vfleet is None:
+    # An answer built on config a stand-in lacked (a miss) is no answer.
+    if "error" in oracle or case.vfleet is None or oracle["debug"]["stand_in_misses"]:
         row["exact"] = False
         return row
     v = case.vfleet

@@ -24,6 +24,7 @@ plus small stand-ins whose VllmConfig properties are the release's own.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -36,6 +37,7 @@ import sys
 import time
 import traceback
 import types
+from dataclasses import MISSING
 from typing import Any, ClassVar
 
 # The oracle emulates an H200 (Hopper, SM 9.0).
@@ -257,7 +259,7 @@ def make_vllm_config(case: dict[str, Any]) -> Any:
         compilation_config=compilation,
         device_config=StandIn("device_config", device_type="cuda", device="cuda"),
         kernel_config=StandIn("kernel_config", enable_jit_warmup=False, moe_backend=None),
-        speculative_config=None,
+        speculative_config=make_speculative_config(case, text),
         kv_transfer_config=None,
         kv_events_config=None,
         ec_transfer_config=None,
@@ -266,6 +268,63 @@ def make_vllm_config(case: dict[str, Any]) -> Any:
         quant_config=None,
         # With PP 1 the V1 and V2 runners allow the same two batches in flight.
         use_v2_model_runner=bool(case.get("use_v2_model_runner", False)),
+    )
+
+
+def make_speculative_config(case: dict[str, Any], text: dict[str, Any]) -> Any:
+    """What `--speculative-config '{"method": "mtp", "num_speculative_tokens": k}'` leaves.
+
+    SpeculativeConfig.__post_init__ renames every MTPModelTypes method (deepseek_mtp, ...) to
+    "mtp" in all releases here (0.20.0 config/speculative.py L455-459, 0.33.0 L1246-1250) and
+    builds the draft model config from the target's with hf_config_override (DeepSeek: model
+    type deepseek_mtp, n_predict = num_nextn_predict_layers). Its predicates (use_eagle,
+    uses_draft_model, use_multi_module_mtp, ...) are the release's own; the fields they read
+    carry the release's defaults; anything else the KV path asks for shows as a miss.
+    """
+    if not int(case.get("num_speculative_layers") or 0):
+        return None
+    k = case.get("num_speculative_tokens")
+    if not isinstance(k, int) or k < 1:
+        raise ValueError("num_speculative_layers > 0 needs num_speculative_tokens >= 1")
+    real = _first(("vllm.config.speculative", "SpeculativeConfig"))
+    methods = {
+        name: value
+        for name, value in real.__dict__.items()
+        if not name.startswith("_") and (inspect.isfunction(value) or isinstance(value, property))
+    }
+    fields = getattr(real, "__dataclass_fields__", {})
+    # Flags the predicates and the KV path read, at this release's defaults (absent: unset).
+    flags = {
+        name: fields[name].default
+        for name in (
+            "disable_eagle_block_drop",
+            "disable_padded_drafter_batch",
+            "disable_lookahead_block_hashes",
+            "num_speculative_tokens_per_batch_size",
+            "kv_cache_dtype",
+            "moe_backend",
+            "attention_backend",
+        )
+        if name in fields and not isinstance(fields[name].default, type(MISSING))
+    }
+    draft_hf = _namespace(
+        {**text, "model_type": "deepseek_mtp", "n_predict": text.get("num_nextn_predict_layers")}
+    )
+    draft_model = StandIn(
+        "draft_model_config",
+        model=case.get("model") or case["id"],
+        hf_config=draft_hf,
+        hf_text_config=draft_hf,
+        max_model_len=int(case["max_model_len"]),
+    )
+    cls = type("OracleSpeculativeConfig", (StandIn,), methods)
+    return cls(
+        "speculative_config",
+        method="mtp",
+        num_speculative_tokens=k,
+        model=case.get("model") or case["id"],
+        draft_model_config=draft_model,
+        **flags,
     )
 
 
@@ -440,6 +499,10 @@ def _stub_attr(name: str) -> Any:
 def build_deepseek_mla(layers: Layers, text: dict[str, Any], tp: int) -> None:
     # model_executor/models/deepseek_v2.py DeepseekV2MLAAttention (0.33: models/deepseek_v32
     # for V3.2): V3.2 builds its indexer (k_cache, 128 fp8 + 4 B scale) before the MLA layer.
+    _deepseek_mla_layers(layers, text, range(text["num_hidden_layers"]))
+
+
+def _deepseek_mla_layers(layers: Layers, text: dict[str, Any], indices: range) -> None:
     vc = layers.vc
     sparse = "index_topk" in text
     kv_dtype = vc.cache_config.cache_dtype
@@ -460,7 +523,7 @@ def build_deepseek_mla(layers: Layers, text: dict[str, Any], tp: int) -> None:
     import torch
 
     head = text["kv_lora_rank"] + text["qk_rope_head_dim"]
-    for i in range(text["num_hidden_layers"]):
+    for i in indices:
         prefix = f"model.layers.{i}.self_attn"
         indexer = None
         if sparse:
@@ -505,90 +568,136 @@ def build_deepseek_v4(layers: Layers, text: dict[str, Any], tp: int) -> None:
     Hopper). Order: indexer k_cache, indexer compressor state (C4 layers only), SWA cache,
     the attention layer (compressed KV, ratio > 1 only), its compressor state.
     """
+    ratios = _dsv4_ratios(text)
+    kinds = _Dsv4Classes(layers.vc)
+    for i in range(text["num_hidden_layers"]):
+        _dsv4_layer(layers, text, kinds, i, max(1, ratios[i]))
+
+
+class _Dsv4Classes:
+    """This release's DeepSeek-V4 cache and attention classes and its KV dtypes."""
+
+    def __init__(self, vc: Any) -> None:
+        import torch
+
+        cache_config = vc.cache_config
+        self.swa_cls = _first(("vllm.v1.attention.backends.mla.sparse_swa", "DeepseekV4SWACache"))
+        self.state_cls = _first(
+            ("vllm.models.deepseek_v4.compressor", "CompressorStateCache"),
+            ("vllm.model_executor.layers.deepseek_compressor", "CompressorStateCache"),
+        )
+        self.index_cls = _first(
+            ("vllm.models.deepseek_v4.attention", "DeepseekV4IndexerCache"),
+            ("vllm.model_executor.layers.deepseek_v4_attention", "DeepseekV4IndexerCache"),
+        )
+        self.attn_cls = _first(
+            ("vllm.models.deepseek_v4.nvidia.flashmla", "DeepseekV4FlashMLAAttention"),
+            ("vllm.model_executor.layers.deepseek_v4_attention", "DeepseekV4MLAAttention"),
+        )
+        resolve = _optional("vllm.models.deepseek_v4.attention", "_resolve_dsv4_kv_cache_dtype")
+        if resolve is not None:
+            fp8_layout = getattr(
+                self.attn_cls,
+                "use_fp8_ds_mla_layout",
+                getattr(self.attn_cls, "use_flashmla_fp8_layout", True),
+            )
+            self.kv_dtype, self.kv_torch = resolve(
+                fp8_layout, cache_config.cache_dtype, cache_config
+            )
+            self.swa_dtype = self.kv_torch
+        else:
+            # 0.20.x DeepseekV4MLAAttention.__init__: fp8 only, rewritten to fp8_ds_mla.
+            kv_dtype = cache_config.cache_dtype
+            if not kv_dtype.startswith("fp8"):
+                raise ValueError(f"DeepseekV4 only supports fp8 kv-cache, got {kv_dtype}")
+            if kv_dtype != "fp8_ds_mla":
+                cache_config.cache_dtype = kv_dtype = "fp8_ds_mla"
+            self.kv_dtype, self.kv_torch = kv_dtype, torch.uint8
+            self.swa_dtype = torch.uint8
+        self.swa_kwargs = {}
+        if "backend_cls" in inspect.signature(self.swa_cls).parameters:
+            self.swa_kwargs["backend_cls"] = getattr(self.attn_cls, "swa_backend_cls", None)
+
+
+def _dsv4_layer(
+    layers: Layers, text: dict[str, Any], kinds: _Dsv4Classes, i: int, ratio: int
+) -> None:
+    """The caches one DeepseekV4Attention at model.layers.{i} registers, in its order."""
     import torch
 
-    vc = layers.vc
-    cache_config = vc.cache_config
-    swa_cls = _first(("vllm.v1.attention.backends.mla.sparse_swa", "DeepseekV4SWACache"))
-    state_cls = _first(
-        ("vllm.models.deepseek_v4.compressor", "CompressorStateCache"),
-        ("vllm.model_executor.layers.deepseek_compressor", "CompressorStateCache"),
-    )
-    index_cls = _first(
-        ("vllm.models.deepseek_v4.attention", "DeepseekV4IndexerCache"),
-        ("vllm.model_executor.layers.deepseek_v4_attention", "DeepseekV4IndexerCache"),
-    )
-    attn_cls = _first(
-        ("vllm.models.deepseek_v4.nvidia.flashmla", "DeepseekV4FlashMLAAttention"),
-        ("vllm.model_executor.layers.deepseek_v4_attention", "DeepseekV4MLAAttention"),
-    )
-    resolve = _optional("vllm.models.deepseek_v4.attention", "_resolve_dsv4_kv_cache_dtype")
-    if resolve is not None:
-        fp8_layout = getattr(
-            attn_cls, "use_fp8_ds_mla_layout", getattr(attn_cls, "use_flashmla_fp8_layout", True)
-        )
-        kv_dtype, kv_torch = resolve(fp8_layout, cache_config.cache_dtype, cache_config)
-        swa_dtype = kv_torch
-    else:
-        # 0.20.x DeepseekV4MLAAttention.__init__: fp8 only, rewritten to fp8_ds_mla.
-        kv_dtype = cache_config.cache_dtype
-        if not kv_dtype.startswith("fp8"):
-            raise ValueError(f"DeepseekV4 only supports fp8 kv-cache, got {kv_dtype}")
-        if kv_dtype != "fp8_ds_mla":
-            cache_config.cache_dtype = kv_dtype = "fp8_ds_mla"
-        kv_torch = swa_dtype = torch.uint8
-    swa_kwargs = {}
-    if "backend_cls" in inspect.signature(swa_cls).parameters:
-        swa_kwargs["backend_cls"] = getattr(attn_cls, "swa_backend_cls", None)
-
+    cache_config = layers.vc.cache_config
     head_dim = text["head_dim"]
     index_dim = text["index_head_dim"]
-    ratios = _dsv4_ratios(text)
-    for i in range(text["num_hidden_layers"]):
-        prefix = f"model.layers.{i}.attn"
-        ratio = max(1, ratios[i])
-        if ratio == 4:
-            index_cls(
-                head_dim=index_dim + index_dim // 128 * 4,
-                dtype=torch.uint8,
-                prefix=f"{prefix}.indexer.k_cache",
-                cache_config=cache_config,
-                compress_ratio=ratio,
-            )
-            state_cls(
-                state_dim=2 * 2 * index_dim,
-                dtype=torch.float32,
-                compress_ratio=ratio,
-                prefix=f"{prefix}.indexer.compressor.state_cache",
-            )
-        swa_cls(
-            head_dim=head_dim,
-            window_size=text["sliding_window"],
-            dtype=swa_dtype,
-            prefix=f"{prefix}.swa_cache",
+    prefix = f"model.layers.{i}.attn"
+    if ratio == 4:
+        kinds.index_cls(
+            head_dim=index_dim + index_dim // 128 * 4,
+            dtype=torch.uint8,
+            prefix=f"{prefix}.indexer.k_cache",
             cache_config=cache_config,
-            **swa_kwargs,
+            compress_ratio=ratio,
         )
-        layers.add(
-            prefix,
-            _build(
-                attn_cls,
-                compress_ratio=ratio,
-                head_dim=head_dim,
-                kv_cache_dtype=kv_dtype,
-                kv_cache_torch_dtype=kv_torch,
-                window_size=text["sliding_window"],
-                prefix=prefix,
-            ),
+        kinds.state_cls(
+            state_dim=2 * 2 * index_dim,
+            dtype=torch.float32,
+            compress_ratio=ratio,
+            prefix=f"{prefix}.indexer.compressor.state_cache",
         )
-        if ratio > 1:
-            coff = 1 + (ratio == 4)
-            state_cls(
-                state_dim=2 * coff * head_dim,
-                dtype=torch.float32,
-                compress_ratio=ratio,
-                prefix=f"{prefix}.compressor.state_cache",
-            )
+    kinds.swa_cls(
+        head_dim=head_dim,
+        window_size=text["sliding_window"],
+        dtype=kinds.swa_dtype,
+        prefix=f"{prefix}.swa_cache",
+        cache_config=cache_config,
+        **kinds.swa_kwargs,
+    )
+    layers.add(
+        prefix,
+        _build(
+            kinds.attn_cls,
+            compress_ratio=ratio,
+            head_dim=head_dim,
+            kv_cache_dtype=kinds.kv_dtype,
+            kv_cache_torch_dtype=kinds.kv_torch,
+            window_size=text["sliding_window"],
+            prefix=prefix,
+        ),
+    )
+    if ratio > 1:
+        coff = 1 + (ratio == 4)
+        kinds.state_cls(
+            state_dim=2 * coff * head_dim,
+            dtype=torch.float32,
+            compress_ratio=ratio,
+            prefix=f"{prefix}.compressor.state_cache",
+        )
+
+
+# ---- speculative decoding: the MTP drafter's layers -------------------------------------------
+def mtp_deepseek_v3(layers: Layers, text: dict[str, Any], n: int) -> None:
+    """model_executor/models/deepseek_mtp.py DeepSeekMultiTokenPredictor: layers
+    num_hidden_layers .. + n at f"{prefix}.layers.{idx}" (prefix "model", the proposer's
+    get_model passes none), each mtp_block a DeepseekV2DecoderLayer whose self_attn is the
+    target's MLA attention: one more MLA layer per MTP module."""
+    first = text["num_hidden_layers"]
+    _deepseek_mla_layers(layers, text, range(first, first + n))
+
+
+def mtp_deepseek_v4(layers: Layers, text: dict[str, Any], n: int) -> None:
+    """DeepSeekV4MultiTokenPredictor (0.20.x model_executor/models/deepseek_v4_mtp.py; 0.23+
+    models/deepseek_v4/nvidia/mtp.py): layer idx = num_hidden_layers + j, its mtp_block a
+    DeepseekV4DecoderLayer at prefix model.layers.{idx}, so attention model.layers.{idx}.attn.
+
+    DeepseekV4Attention takes compress_ratio = 1 for layer_id >= num_hidden_layers, whatever
+    compress_ratios holds ("MTP layer is not included in the compress ratio list"): 0.20.0
+    model_executor/models/deepseek_v4.py L900-903, 0.20.2 L955-958, models/deepseek_v4/
+    attention.py 0.23.0 L176-181, 0.26.0 L187-190, 0.27.0 L210-213, 0.32.0 L232-235, 0.33.0
+    L238-242. So an MTP layer is its SWA cache plus an attention layer with no spec.
+    """
+    kinds = _Dsv4Classes(layers.vc)
+    first = text["num_hidden_layers"]
+    for i in range(first, first + n):
+        _dsv4_layer(layers, text, kinds, i, 1)
 
 
 BUILDERS = {
@@ -600,6 +709,12 @@ BUILDERS = {
     "DeepseekV3ForCausalLM": build_deepseek_mla,
     "DeepseekV32ForCausalLM": build_deepseek_mla,
     "DeepseekV4ForCausalLM": build_deepseek_v4,
+}
+
+# Drafters registered after the target (v1/spec_decode/llm_base_proposer.py load_model).
+MTP_BUILDERS = {
+    "DeepseekV3ForCausalLM": mtp_deepseek_v3,
+    "DeepseekV4ForCausalLM": mtp_deepseek_v4,
 }
 
 
@@ -638,6 +753,11 @@ def worker_specs(vc: Any) -> dict[str, Any]:
             continue
         spec = layer.get_kv_cache_spec(vc)
         if spec is not None:
+            # 0.33 marks the drafter's specs (is_draft, compare=False) for its eagle groups.
+            if getattr(layer, "is_draft_layer", False) and "is_draft" in getattr(
+                spec, "__dataclass_fields__", {}
+            ):
+                spec = dataclasses.replace(spec, is_draft=True)
             specs[name] = spec
     return specs
 
@@ -651,10 +771,14 @@ def split_for_pp(vc: Any, specs: dict[str, Any], num_layers: int) -> list[dict[s
     from vllm.distributed.utils import get_pp_indices
     from vllm.model_executor.models.utils import extract_layer_index
 
+    def stage_index(name: str) -> int:
+        # The drafter's layers (index >= num_layers) sit on the last stage, where it runs.
+        return min(extract_layer_index(name), num_layers - 1)
+
     out = []
     for rank in range(pp):
         start, end = get_pp_indices(num_layers, rank, pp)
-        own = {k: v for k, v in specs.items() if start <= extract_layer_index(k) < end}
+        own = {k: v for k, v in specs.items() if start <= stage_index(k) < end}
         out.extend(dict(own) for _ in range(tp))
     return out
 
@@ -733,6 +857,8 @@ def group_summary(group: Any) -> dict[str, Any]:
     spec = group.kv_cache_spec
     out = _spec_summary(spec)
     out["layers"] = len(group.layer_names)
+    if getattr(group, "is_eagle_group", False):
+        out["eagle"] = True  # holds the drafter's layers (prefix-cache block drop)
     inner = getattr(spec, "kv_cache_specs", None)
     if inner:
         kinds: dict[tuple, int] = {}
@@ -768,13 +894,14 @@ def run_case(case: dict[str, Any], capture: _Capture) -> dict[str, Any]:
     from vllm.config import set_current_vllm_config
 
     case = dict(case)
-    if int(case.get("num_speculative_layers") or 0):
-        raise NotImplementedError("speculative (MTP) layers are not modelled by the oracle yet")
     hf = case["hf_config"]
     arch = (hf.get("architectures") or ["?"])[0]
     builder = BUILDERS.get(arch)
     if builder is None:
         raise NotImplementedError(f"no oracle builder for architecture {arch}")
+    n_mtp = int(case.get("num_speculative_layers") or 0)
+    if n_mtp and arch not in MTP_BUILDERS:
+        raise NotImplementedError(f"MTP layers of {arch} are not modelled by the oracle")
     if case.get("block_size") is None:
         if builder is not build_deepseek_v4:
             raise ValueError("block_size is required for this model")
@@ -784,8 +911,18 @@ def run_case(case: dict[str, Any], capture: _Capture) -> dict[str, Any]:
     StandIn.misses = set()
     _clear_once_caches()
     capture.records.clear()
+    draft_layers: list[str] = []
     with set_current_vllm_config(vc):
-        builder(Layers(vc), text, int(case["tensor_parallel_size"]))
+        layers = Layers(vc)
+        builder(layers, text, int(case["tensor_parallel_size"]))
+        if n_mtp:
+            # The proposer loads the drafter after the target; every attention layer it adds
+            # is a draft layer (0.33 v1/spec_decode/llm_base_proposer.py L1318-1335).
+            target = set(layers.ctx)
+            MTP_BUILDERS[arch](layers, text, n_mtp)
+            draft_layers = [name for name in layers.ctx if name not in target]
+            for name in draft_layers:
+                layers.ctx[name].is_draft_layer = True
         specs = worker_specs(vc)
         per_worker = split_for_pp(vc, specs, text["num_hidden_layers"])
         configs, scheduler_config, ignored = run_engine_core(
@@ -818,6 +955,7 @@ def run_case(case: dict[str, Any], capture: _Capture) -> dict[str, Any]:
         "log": messages,
         "debug": {
             "layers_with_kv": len(specs),
+            "draft_layers_with_kv": [name for name in draft_layers if name in specs],
             "backends": sorted(
                 {
                     layer.get_attn_backend().get_name()

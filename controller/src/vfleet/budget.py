@@ -233,7 +233,8 @@ def compute(req: BudgetRequest) -> Budget:
     stage, kv = stages[limiting], kv_layouts[limiting]
     num_blocks = stage.num_blocks
     in_flight = _max_in_flight(req, mnbt)
-    per_request = kvspec.blocks_per_request(kv, max_model_len, in_flight, layout.dcp)
+    retained = speculative.window_retained_tokens(draft, spec, version)
+    per_request = kvspec.blocks_per_request(kv, max_model_len, in_flight, layout.dcp, retained)
     max_concurrency = num_blocks / per_request if per_request else 0.0
     if traits.tokens_group_aware:
         kv_tokens = int(max_concurrency * max_model_len)
@@ -243,7 +244,7 @@ def compute(req: BudgetRequest) -> Budget:
             kv_tokens *= layout.dcp
 
     mean_ctx = req.mean_context_len or min(max_model_len, 4096)
-    mean_blocks = kvspec.blocks_per_request(kv, mean_ctx, in_flight, layout.dcp)
+    mean_blocks = kvspec.blocks_per_request(kv, mean_ctx, in_flight, layout.dcp, retained)
     # Keep 10% of the blocks free so decode growth does not force preemption at the cap.
     cap = int(0.9 * max(num_blocks - 1, 0) / mean_blocks) if mean_blocks else 0
     recommended = max(1, min(cap, 8192) // 8 * 8 if cap >= 16 else cap)

@@ -74,9 +74,15 @@ def _indexer_row(spec: ModelSpec) -> int:
 
 
 def kv_layer_ratios(spec: ModelSpec, layers: range, mtp_layers: int) -> list[int]:
-    """Compress ratio of every layer that registers KV, the MTP layers last."""
+    """Compress ratio of every layer that registers KV, the MTP layers last.
+
+    An MTP layer (index >= num_hidden_layers) is SWA-only whatever compress_ratios lists for
+    it: DeepseekV4Attention sets compress_ratio = 1 there (models/deepseek_v4/attention.py
+    0.23.0 L178-181, 0.33.0 L238-242; 0.20.x model_executor/models/deepseek_v4.py L900-903),
+    and one MTP layer is built per num_nextn_predict_layers (nvidia/mtp.py).
+    """
     ratios = [spec.compress_ratios[i] if i < len(spec.compress_ratios) else 0 for i in layers]
-    return ratios + list(spec.mtp_compress_ratios[:mtp_layers])
+    return ratios + [1] * mtp_layers
 
 
 def _layer_caches(spec: ModelSpec, ratio: int) -> list[tuple[str, int, int, int]]:
@@ -166,24 +172,36 @@ def _bytes_per_block(groups: list[CacheGroup], version: tuple[int, int, int]) ->
 
 
 def pages_per_request(
-    cache: Dsv4Cache, max_model_len: int, in_flight_tokens: int, dcp: int = 1
+    cache: Dsv4Cache,
+    max_model_len: int,
+    in_flight_tokens: int,
+    dcp: int = 1,
+    retained_tokens: int = 0,
 ) -> list[int]:
-    """Blocks one request of max_model_len tokens takes in each group."""
+    """Blocks one request of max_model_len tokens takes in each group.
+
+    retained_tokens: what every window cache keeps beyond its window for multi-module MTP
+    (vfleet.speculative.window_retained_tokens).
+    """
     pages = []
     for group in cache.groups:
         if group.kind == "full":
             pages.append(math.ceil(math.ceil(max_model_len / dcp) / group.block_size))
         else:
-            span = min(group.window - 1 + in_flight_tokens, max_model_len)
+            span = min(group.window - 1 + retained_tokens + in_flight_tokens, max_model_len)
             pages.append(math.ceil(span / group.block_size) + 1)
     return pages
 
 
 def blocks_per_request(
-    cache: Dsv4Cache, max_model_len: int, in_flight_tokens: int, dcp: int = 1
+    cache: Dsv4Cache,
+    max_model_len: int,
+    in_flight_tokens: int,
+    dcp: int = 1,
+    retained_tokens: int = 0,
 ) -> int:
     """The per-request block count behind the "Maximum concurrency" vLLM prints."""
-    pages = pages_per_request(cache, max_model_len, in_flight_tokens, dcp)
+    pages = pages_per_request(cache, max_model_len, in_flight_tokens, dcp, retained_tokens)
     if cache.version >= (0, 27, 0):
         return sum(pages)
     weighted = sum(p * g.page_bytes for p, g in zip(pages, cache.groups, strict=True))

@@ -242,15 +242,25 @@ def group_summary(kv: KvLayout) -> list[dict[str, int | str]]:
 
 
 def blocks_per_request(
-    kv: KvLayout, max_model_len: int, max_in_flight_tokens: int, dcp: int = 1
+    kv: KvLayout,
+    max_model_len: int,
+    max_in_flight_tokens: int,
+    dcp: int = 1,
+    retained_tokens: int = 0,
 ) -> float:
-    """Blocks one request of max_model_len tokens needs across every group."""
+    """Blocks one request of max_model_len tokens needs across every group.
+
+    retained_tokens: extra tokens sliding windows keep for multi-module MTP (vLLM's
+    SlidingWindowSpec.extra_retained_tokens; chunked local attention has none).
+    """
     if kv.dsv4:
-        return kv_dsv4.blocks_per_request(kv.dsv4, max_model_len, max_in_flight_tokens, dcp)
+        return kv_dsv4.blocks_per_request(
+            kv.dsv4, max_model_len, max_in_flight_tokens, dcp, retained_tokens
+        )
     full = kv.full_groups * math.ceil(math.ceil(max_model_len / dcp) / kv.block_size)
     window = 0
     if kv.sliding_groups:
-        span = min(kv.sliding_window - 1 + max_in_flight_tokens, max_model_len)
+        span = min(kv.sliding_window - 1 + retained_tokens + max_in_flight_tokens, max_model_len)
         window = kv.sliding_groups * (math.ceil(span / kv.block_size) + 1)
     chunked = 0
     if kv.chunked_groups:

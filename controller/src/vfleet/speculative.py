@@ -48,6 +48,8 @@ MAX_TOKENS = 16
 # vLLM PR #34385 made MTP's shared_head.head the target's LM head; the first recorded
 # release after its merge (2026-02-11) is 0.17.1. Releases before keep a copy.
 MTP_HEAD_SHARED_FROM = (0, 17, 0)
+# First release whose window caches retain extra tokens for multi-module MTP (0.27.0 lacks it).
+MULTI_MODULE_RETAINED_FROM = (0, 28, 0)
 
 
 @dataclass(frozen=True)
@@ -271,6 +273,26 @@ def stage_kv_args(
     draft = sp.draft_spec
     assert draft is not None
     return {"draft_rows": (layer_row_bytes(draft, kv_dtype, dtype_bytes, tp),) * draft.num_layers}
+
+
+def window_retained_tokens(
+    sp: Speculative | None, target: ModelSpec, version: tuple[int, int, int]
+) -> int:
+    """Tokens every sliding-window cache keeps beyond its window for this draft.
+
+    With more than one MTP module drafting (SpeculativeConfig.use_multi_module_mtp: method
+    mtp and min(num_nextn_predict_layers, k) > 1) a module re-prefills up to k - 1 trailing
+    tokens, so from 0.28.0 get_kv_cache_configs tags every SlidingWindowSpec with
+    extra_retained_tokens = k - 1 (0.28.0 v1/core/kv_cache_utils.py L2135-2147; 0.31 spells it
+    num_prefill_lookahead_tokens - 1, 0.33.0 v1/core/kv_cache_planning.py L1634-1641), and
+    max_admission_blocks_per_request adds it to the window (0.28.0 v1/kv_cache_interface.py
+    L563-566). 0.27.0 has use_multi_module_mtp but no extra retention.
+    """
+    if sp is None or sp.method != "mtp" or version < MULTI_MODULE_RETAINED_FROM:
+        return 0
+    if min(target.num_mtp_layers, sp.num_speculative_tokens) <= 1:
+        return 0
+    return sp.num_speculative_tokens - 1
 
 
 def decode_slots(sp: Speculative | None) -> int:
