@@ -12,6 +12,7 @@ import pytest
 
 from vfleet import budget, catalog, gpus, kv_dsv4, versions
 from vfleet.errors import UserError
+from vfleet.modelspec import spec_from_config
 from vfleet.params import Layout
 
 AVAILABLE = 34_448_757_120
@@ -105,6 +106,27 @@ def test_mtp_layer_adds_a_window_cache() -> None:
     assert kv_dsv4.blocks_per_request(with_mtp, 65536, 16384) == kv_dsv4.blocks_per_request(
         plain, 65536, 16384
     )
+
+
+def test_every_mtp_module_is_a_window_only_layer() -> None:
+    # vLLM gives layers past num_hidden_layers compress ratio 1 whatever compress_ratios lists,
+    # and builds one per num_nextn_predict_layers, even past the list's end.
+    config = catalog.catalog_entry("deepseek-ai/DeepSeek-V4-Flash")["config"]
+    spec = spec_from_config({**config, "num_nextn_predict_layers": 3}, name="three-modules")
+    ratios = kv_dsv4.kv_layer_ratios(spec, range(spec.num_layers), spec.num_mtp_layers)
+    assert ratios[spec.num_layers :] == [1, 1, 1]
+    cache = kv_dsv4.plan(spec, range(spec.num_layers), (0, 33, 0), mtp_layers=3)
+    assert sum(len(g.pages) for g in cache.groups if g.kind == "swa") == spec.num_layers + 3
+
+
+def test_retained_tokens_widen_every_window_group() -> None:
+    cache = kv_dsv4.plan(_flash(), range(43), (0, 33, 0), mtp_layers=1)
+    plain = kv_dsv4.pages_per_request(cache, 131072, 16384)
+    wider = kv_dsv4.pages_per_request(cache, 131072, 16384, retained_tokens=2)
+    for group, before, after in zip(cache.groups, plain, wider, strict=True):
+        # Window - 1 + 16384 tokens end within a block's last two slots in every window
+        # group (SWA 64, CSA state 4, HCA state 8): two more spill into the next block.
+        assert after == before + (group.kind != "full")
 
 
 def test_pro_groups_follow_its_layer_mix() -> None:

@@ -114,6 +114,24 @@ def test_mtp_adds_one_layer_of_kv_per_block():
     assert mtp.speculative["draft_kv_layers"] == 1
 
 
+def test_multi_module_mtp_retains_window_tokens_from_0_28():
+    flash = load_model("deepseek-ai/DeepSeek-V4-Flash")
+    three = replace(flash, num_mtp_layers=3)
+
+    def retained(spec, tokens, version, method="mtp"):
+        sp = speculative.Speculative(method, tokens) if method else None
+        return speculative.window_retained_tokens(sp, spec, parse_version(version))
+
+    # min(modules, k) > 1 drafts with several modules: k - 1 trailing tokens stay cached.
+    assert retained(three, 3, "0.28.0") == 2
+    assert retained(three, 2, "0.33.0") == 1
+    assert retained(three, 3, "0.27.0") == 0  # 0.27 does not retain them
+    assert retained(flash, 3, "0.33.0") == 0  # one module reused for every token
+    assert retained(three, 1, "0.33.0") == 0
+    assert retained(three, 3, "0.33.0", method="ngram") == 0
+    assert retained(three, 3, "0.33.0", method=None) == 0
+
+
 def test_mtp_kv_sits_on_the_last_pipeline_stage_only():
     spec = load_model(V3)
     req = BudgetRequest(

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vfleet.budget import BudgetRequest, compute
-from vfleet.catalog import catalog_entry, load_model
+from vfleet.catalog import catalog_entry
 from vfleet.gpus import resolve_gpu
+from vfleet.modelspec import ModelSpec, spec_from_config
 from vfleet.params import Layout
 from vfleet.speculative import Speculative
 from vfleet.versions import traits
@@ -52,6 +53,8 @@ class ModelCase:
     label: str = ""
     # MTP speculative decoding with this many num_speculative_tokens (0: none).
     mtp_tokens: int = 0
+    # A num_nextn_predict_layers other than the checkpoint's (a multi-module MTP variant).
+    mtp_modules: int = 0
     # Overrides of the standard lengths and of RELEASES, to keep the extra cases few.
     lengths: tuple[int, ...] = ()
     releases: tuple[str, ...] = ()
@@ -59,7 +62,18 @@ class ModelCase:
     @property
     def short(self) -> str:
         name = self.label or self.model.split("/", 1)[1]
+        if self.mtp_modules:
+            name = f"{name}-{self.mtp_modules}modules"
         return f"{name}-mtp{self.mtp_tokens}" if self.mtp_tokens else name
+
+    def hf_config(self) -> dict[str, Any]:
+        hf = catalog_entry(self.model)["config"]
+        if self.mtp_modules:
+            hf = {**hf, "num_nextn_predict_layers": self.mtp_modules}
+        return hf
+
+    def spec(self) -> ModelSpec:
+        return spec_from_config(self.hf_config(), name=catalog_entry(self.model)["id"])
 
 
 WINDOWED = (2048, 8192, 16384)
@@ -96,6 +110,18 @@ MODELS = (
         mtp_tokens=3,
         lengths=(131072,),
         releases=("0.33.0",),
+    ),
+    # Three MTP modules drafting 3 tokens: each module is one more SWA-only layer, and from
+    # 0.28 every window cache retains k - 1 more tokens (vfleet.speculative).
+    ModelCase(
+        "deepseek-ai/DeepSeek-V4-Flash",
+        2,
+        "fp8",
+        34_448_757_120,
+        mtp_tokens=3,
+        mtp_modules=3,
+        lengths=(131072,),
+        releases=("0.23.0", "0.33.0"),
     ),
     ModelCase(
         "deepseek-ai/DeepSeek-V3",
@@ -154,7 +180,7 @@ class Case:
 def _vfleet(mc: ModelCase, release: str, length: int, batched: int) -> dict[str, Any]:
     budget = compute(
         BudgetRequest(
-            spec=load_model(mc.model),
+            spec=mc.spec(),
             gpu=resolve_gpu(GPU),
             traits=traits(release),
             layout=Layout(tp=mc.tp),
@@ -181,8 +207,8 @@ def build_cases(releases: tuple[str, ...] = RELEASES) -> list[Case]:
         for mc in MODELS:
             if mc.releases and release not in mc.releases:
                 continue
-            hf = catalog_entry(mc.model)["config"]
-            spec = load_model(mc.model)
+            hf = mc.hf_config()
+            spec = mc.spec()
             is_dsv4 = bool(spec.compress_ratios)
             for length in lengths_for(spec.max_position_embeddings, mc.lengths or LENGTHS):
                 for batched in mc.batched:

@@ -6,8 +6,9 @@ stdin: a JSON list of cases; stdout: a JSON list of results, one per case, in or
 Case: id; hf_config (a catalog entry's `config`); tensor_parallel_size; pipeline_parallel_size
 (default 1); kv_cache_dtype; block_size (null for DeepSeek-V4, whose caches take theirs from
 its model code); max_model_len; max_num_batched_tokens; async_scheduling;
-disable_hybrid_kv_cache_manager (default false); num_speculative_layers (only 0 is modelled);
-available_bytes (KV memory per GPU); optional model, max_num_seqs, use_v2_model_runner.
+disable_hybrid_kv_cache_manager (default false); num_speculative_layers (MTP modules, 0 for
+none; DeepSeek V3 and V4 only) with num_speculative_tokens; available_bytes (KV memory per
+GPU); optional model, max_num_seqs, use_v2_model_runner.
 Result: num_blocks, kv_tokens and max_concurrency as the release logs them
 ("GPU KV cache size", "Maximum concurrency"), max_concurrency_raw (the unrounded float from the
 log record), bytes_per_block, groups (spec type, block size, page size, layers), the log lines,
@@ -19,7 +20,10 @@ class carrying only the attributes its get_kv_cache_spec reads), then calls the 
 EngineCore._initialize_kv_caches on a stand-in engine, so the release's grouping, block count,
 admission check and capacity report run unchanged. A real VllmConfig needs a device, so the
 configs it reads are the release's CacheConfig/SchedulerConfig/ParallelConfig/AttentionConfig
-plus small stand-ins whose VllmConfig properties are the release's own.
+plus small stand-ins whose VllmConfig properties are the release's own. With MTP the drafter's
+layers register after the target's and the speculative config is a stand-in whose predicates
+are the release's SpeculativeConfig methods. Any attribute a stand-in lacked is listed in
+debug.stand_in_misses; such an answer is not a valid one.
 """
 
 from __future__ import annotations
@@ -37,7 +41,6 @@ import sys
 import time
 import traceback
 import types
-from dataclasses import MISSING
 from typing import Any, ClassVar
 
 # The oracle emulates an H200 (Hopper, SM 9.0).
@@ -305,7 +308,7 @@ def make_speculative_config(case: dict[str, Any], text: dict[str, Any]) -> Any:
             "moe_backend",
             "attention_backend",
         )
-        if name in fields and not isinstance(fields[name].default, type(MISSING))
+        if name in fields and not isinstance(fields[name].default, type(dataclasses.MISSING))
     }
     draft_hf = _namespace(
         {**text, "model_type": "deepseek_mtp", "n_predict": text.get("num_nextn_predict_layers")}
@@ -691,7 +694,7 @@ def mtp_deepseek_v4(layers: Layers, text: dict[str, Any], n: int) -> None:
     DeepseekV4Attention takes compress_ratio = 1 for layer_id >= num_hidden_layers, whatever
     compress_ratios holds ("MTP layer is not included in the compress ratio list"): 0.20.0
     model_executor/models/deepseek_v4.py L900-903, 0.20.2 L955-958, models/deepseek_v4/
-    attention.py 0.23.0 L176-181, 0.26.0 L187-190, 0.27.0 L210-213, 0.32.0 L232-235, 0.33.0
+    attention.py 0.23.0 L178-181, 0.26.0 L187-190, 0.27.0 L210-213, 0.32.0 L232-235, 0.33.0
     L238-242. So an MTP layer is its SWA cache plus an attention layer with no spec.
     """
     kinds = _Dsv4Classes(layers.vc)

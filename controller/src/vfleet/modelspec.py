@@ -59,7 +59,6 @@ class ModelSpec:
     index_topk: int = 0
     # DeepSeek V4 hybrid attention: one ratio per decoder layer (0 = sliding window only).
     compress_ratios: tuple[int, ...] = ()
-    mtp_compress_ratios: tuple[int, ...] = ()  # the MTP layers' entries, after the decoder's
     o_lora_rank: int = 0
     o_groups: int = 0
     hc_mult: int = 0
@@ -281,7 +280,6 @@ def spec_from_config(raw: dict[str, Any], name: str = "model") -> ModelSpec:
         index_n_heads=int(cfg.get("index_n_heads") or 0),
         index_topk=int(cfg.get("index_topk") or 0),
         compress_ratios=compress_ratios,
-        mtp_compress_ratios=tuple(int(r) for r in (compress or [])[layers:]),
         o_lora_rank=int(cfg.get("o_lora_rank") or 0),
         o_groups=int(cfg.get("o_groups") or 0),
         hc_mult=int(cfg.get("hc_mult") or 0),
