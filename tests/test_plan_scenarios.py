@@ -221,3 +221,20 @@ def test_moe_max_num_seqs_keeps_tpot_inside_the_slo():
     winner, _ = _plan("1x8-h200.yaml", "deepseek-ai/DeepSeek-V3")
     assert winner.meets_slo and winner.prediction is not None
     assert winner.prediction.tpot_s * 1e3 <= 50
+
+
+def test_the_kv_cap_counts_every_cache_group_a_request_holds():
+    """max-num-seqs comes from the KV budget: a request takes blocks in each group (the
+    window groups of gpt-oss, DeepSeek-V4's five), not only context / block size."""
+    for cluster, model in (
+        ("1x8-h100.yaml", "openai/gpt-oss-120b"),
+        ("1x8-h200.yaml", "deepseek-ai/DeepSeek-V4-Flash"),
+    ):
+        _winner, ranked = _plan(cluster, model)
+        for ev in ranked:
+            if ev.rejected:
+                continue
+            b = ev.budget
+            naive = -(-b.mean_context_len // b.block_size)
+            assert b.blocks_per_mean_request > 1.5 * naive
+            assert ev.kv_cap == max(1, int(0.9 * (b.num_blocks - 1) / b.blocks_per_mean_request))

@@ -84,6 +84,8 @@ class Budget:
     max_num_seqs: int
     max_num_batched_tokens: int
     recommended_max_num_seqs: int
+    # Blocks one request of mean_context_len tokens takes across every cache group.
+    blocks_per_mean_request: float
     mean_context_len: int
     weight_format: str
     kv_pinned: bool
@@ -278,6 +280,7 @@ def compute(req: BudgetRequest) -> Budget:
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=mnbt,
         recommended_max_num_seqs=recommended,
+        blocks_per_mean_request=round(mean_blocks, 3),
         mean_context_len=mean_ctx,
         weight_format=fmt.scheme,
         kv_pinned=req.kv_cache_memory_bytes is not None,

@@ -316,7 +316,9 @@ def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
         )
         return ev
     ev.budget = budget
-    blocks_per_seq = math.ceil(w.mean_context * 1.0 / budget.block_size / c.dcp)
+    # A request holds blocks in every cache group (window groups, V4's state groups), not
+    # only context / block_size: the budget counts them at the workload's mean context.
+    blocks_per_seq = budget.blocks_per_mean_request
     ev.kv_cap = max(1, int(HEADROOM * (budget.num_blocks - 1) / max(blocks_per_seq, 1)))
     e = shape.engine_shape(
         spec,
