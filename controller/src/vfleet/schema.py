@@ -18,61 +18,15 @@ from typing import Any
 import yaml
 
 from vfleet.errors import UserError
+from vfleet.spec.files import Vaulted
+from vfleet.spec.files import load_yaml as load_yaml_document
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 
 
-@dataclass(frozen=True)
-class Vaulted:
-    """A `!vault` value: encrypted with Ansible Vault, decrypted only by Ansible."""
-
-    ciphertext: str
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice (PyYAML keeps the last one silently, which
-    turns a duplicated host into a missing one) and reads Ansible's `!vault` tag."""
-
-
-def _mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"{key!r} appears twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1})",
-                key_node.start_mark,
-            )
-        seen[key] = key_node.start_mark.line
-    return loader.construct_mapping(node, deep=deep)
-
-
-def _vault(loader: _StrictLoader, node: yaml.Node) -> Vaulted:
-    return Vaulted(str(loader.construct_scalar(node)))  # type: ignore[arg-type]
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
-_StrictLoader.add_constructor("!vault", _vault)
-_StrictLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
-
-
 def load_yaml(path: Path, what: str) -> Any:
     """Read one YAML file strictly; `what` names it in the error ("inventory", ...)."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserError(f"{what} {path} is missing") from None
-    except OSError as exc:
-        raise UserError(f"cannot read {what} {path}: {exc.strerror}") from None
-    try:
-        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"{path}{where}: {problem}: fix the YAML") from None
+    return load_yaml_document(path, what).data
 
 
 @cache

@@ -1,0 +1,208 @@
+"""Reading what an operator hands vfleet: bytes checked before they are parsed, YAML and
+JSON parsed strictly, and every key's line kept for the error message.
+
+Refused here, each in one line: a directory or a missing, unreadable, oversized, binary
+or non-UTF-8 file; a key given twice (PyYAML would keep the last silently, which turns a
+duplicated host into a missing one); YAML whose aliases expand past MAX_VALUES values or
+nest past MAX_DEPTH levels (a "billion laughs" file would otherwise hang every later step);
+NaN and Infinity in JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from vfleet.errors import UserError
+
+MAX_BYTES = 8 * 2**20  # far above any spec, inventory or plan vfleet writes
+MAX_VALUES = 200_000  # values after alias expansion (a 1,024-node facts dir has ~60k)
+MAX_DEPTH = 64
+
+Path_ = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Vaulted:
+    """A `!vault` value: encrypted with Ansible Vault, decrypted only by Ansible."""
+
+    ciphertext: str
+
+
+@dataclass(frozen=True)
+class Document:
+    """Parsed data, where it came from, and the line of each key or list item."""
+
+    data: Any
+    source: str
+    lines: Mapping[Path_, int] = field(default_factory=dict)
+
+    def line_of(self, path: Path_) -> int | None:
+        """The line of the deepest part of `path` that has one."""
+        for end in range(len(path), -1, -1):
+            line = self.lines.get(tuple(path[:end]))
+            if line is not None:
+                return line
+        return None
+
+
+def read_text(path: Path, what: str, max_bytes: int = MAX_BYTES) -> str:
+    """The text of one file, or a UserError naming it and what to do instead."""
+    try:
+        if path.is_dir():
+            raise UserError(f"{what} {path} is a directory: pass the file itself")
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise UserError(
+                f"{what} {path} is {size / 2**20:.1f} MiB, more than the {max_bytes // 2**20} "
+                "MiB vfleet reads: pass the right file"
+            )
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{what} {path} does not exist: check the path") from None
+    except PermissionError:
+        raise UserError(f"cannot read {what} {path}: permission denied") from None
+    except OSError as exc:
+        raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if b"\0" in raw:
+        raise UserError(f"{what} {path} is a binary file, not text: pass the YAML or JSON file")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{what} {path} is not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x}): "
+            "save it as UTF-8"
+        ) from None
+
+
+class StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice and reads Ansible's `!vault` and `!unsafe`."""
+
+
+def _mapping(loader: StrictLoader, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            first = seen.get(key)
+        except TypeError:  # an unhashable key: construct_mapping says so
+            break
+        if first is not None:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"{key!r} appears twice (lines {first + 1} and {key_node.start_mark.line + 1})",
+                key_node.start_mark,
+            )
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+def _vault(loader: StrictLoader, node: Node) -> Vaulted:
+    return Vaulted(str(loader.construct_scalar(node)))  # type: ignore[arg-type]
+
+
+StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+StrictLoader.add_constructor("!vault", _vault)
+StrictLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _key(loader: StrictLoader, node: Node) -> str | int | None:
+    if not isinstance(node, ScalarNode):
+        return None
+    value = loader.construct_object(node)
+    return value if isinstance(value, str | int) and not isinstance(value, bool) else str(value)
+
+
+def _positions(loader: StrictLoader, root: Node) -> dict[Path_, int]:
+    """The line of every key and list item, counting values as aliases expand them."""
+    lines: dict[Path_, int] = {(): root.start_mark.line + 1}
+    budget = MAX_VALUES
+    stack: list[tuple[Node, Path_]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        budget -= 1
+        if budget < 0 or len(path) > MAX_DEPTH:
+            raise _TooLarge
+        if isinstance(node, MappingNode):
+            for key_node, value_node in node.value:
+                key = _key(loader, key_node)
+                child = (*path, key if key is not None else "?")
+                lines.setdefault(child, key_node.start_mark.line + 1)
+                stack.append((value_node, child))
+        elif isinstance(node, SequenceNode):
+            for index, item in enumerate(node.value):
+                child = (*path, index)
+                lines.setdefault(child, item.start_mark.line + 1)
+                stack.append((item, child))
+    return lines
+
+
+def parse_yaml(text: str, source: str) -> Document:
+    """One YAML document, strictly; `source` names it in errors."""
+    loader = StrictLoader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return Document(None, source)
+        lines = _positions(loader, root)
+        data = loader.construct_document(root)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{source}{where}: {problem}: fix the YAML") from None
+    except (_TooLarge, RecursionError):
+        raise UserError(
+            f"{source}: expands to more than {MAX_VALUES:,} values or nests deeper than "
+            f"{MAX_DEPTH} levels (YAML aliases?): write the values out"
+        ) from None
+    finally:
+        loader.dispose()
+    return Document(data, source, lines)
+
+
+def load_yaml(path: Path, what: str) -> Document:
+    """Read and parse one YAML file; `what` names it in errors ("cluster spec", ...)."""
+    return parse_yaml(read_text(path, what), str(path))
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"{key!r} appears twice")
+        out[key] = value
+    return out
+
+
+def parse_json(text: str, source: str) -> Document:
+    """One JSON document: duplicate keys, NaN and Infinity refused."""
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{source} line {exc.lineno}: not JSON ({exc.msg}): fix the file") from None
+    except ValueError as exc:
+        raise UserError(f"{source}: {exc}: fix the file") from None
+    except RecursionError:
+        raise UserError(f"{source}: nests too deep to be a vfleet document") from None
+    return Document(data, source)
+
+
+def load_json(path: Path, what: str) -> Document:
+    """Read and parse one JSON file; `what` names it in errors ("plan", ...)."""
+    return parse_json(read_text(path, what), str(path))
