@@ -90,30 +90,77 @@ def _host_var(name: str, value) -> callable:
     return change
 
 
+def _host_var_rename(name: str) -> callable:
+    def change(doc: dict) -> None:
+        _two_hosts(doc)
+        hosts = doc["all"]["children"]["gpu_hosts"]["hosts"]
+        hosts[name] = hosts.pop("gpu-02")
+
+    return change
+
+
+def _same_private_address(doc: dict) -> None:
+    _two_hosts(doc)
+    for hostvars in doc["all"]["children"]["gpu_hosts"]["hosts"].values():
+        hostvars["vfleet_private_address"] = "10.1.0.1"
+
+
 GROUP_VARS_CASES = [
     ("no model", lambda d: d.pop("vfleet_model"), "vfleet_model is not set"),
-    ("port is a word", lambda d: d.update(vfleet_wheelhouse_port="eighty"), "is not of type"),
-    ("port zero", lambda d: d.update(vfleet_wheelhouse_port=0), "less than the minimum of 1"),
+    (
+        "port is a word",
+        lambda d: d.update(vfleet_wheelhouse_port="eighty"),
+        "vfleet_wheelhouse_port: Input should be a valid integer, got 'eighty'; expected",
+    ),
+    (
+        "port zero",
+        lambda d: d.update(vfleet_wheelhouse_port=0),
+        "vfleet_wheelhouse_port: Input should be greater than or equal to 1, got 0",
+    ),
     (
         "negative context",
         lambda d: d.update(vfleet_plan_overrides={"max_model_len": -5}),
-        "max_model_len: -5 is less than the minimum of 1",
+        "vfleet_plan_overrides.max_model_len: Input should be greater than or equal to 1, got -5",
     ),
     (
         "override typo",
         lambda d: d.update(vfleet_plan_overrides={"max_modle_len": 5}),
-        "'max_modle_len' was unexpected",
+        "vfleet_plan_overrides.max_modle_len: unknown key: did you mean 'max_model_len'?",
     ),
-    ("variable typo", lambda d: d.update(vfleet_modle="x"), "a misspelt vfleet_ variable"),
+    (
+        "variable typo",
+        lambda d: d.update(vfleet_modle="x"),
+        "vfleet_modle: unknown vfleet variable: did you mean 'vfleet_model'?",
+    ),
     ("old vLLM", lambda d: d.update(vfleet_vllm_version="0.4.0"), "outside the supported range"),
     ("future vLLM", lambda d: d.update(vfleet_vllm_version="0.40.0"), "outside the supported"),
-    ("version as float", lambda d: d.update(vfleet_vllm_version=0.11), "is not of type 'string'"),
-    ("kv dtype", lambda d: d.update(vfleet_kv_cache_dtype="int4"), "'int4' is not one of"),
+    (
+        "version as float",
+        lambda d: d.update(vfleet_vllm_version=0.11),
+        "vfleet_vllm_version: Input should be a valid string, got 0.11",
+    ),
+    (
+        "kv dtype",
+        lambda d: d.update(vfleet_kv_cache_dtype="int4"),
+        "vfleet_kv_cache_dtype: Input should be 'auto', 'fp8'",
+    ),
     ("unknown GPU", lambda d: d.update(vfleet_expect_gpu="H900"), "unknown GPU 'H900'"),
-    ("zero GPUs", lambda d: d.update(vfleet_expect_gpus_per_host=0), "minimum of 1"),
-    ("negative GPUs", lambda d: d.update(vfleet_expect_gpus_per_host=-8), "minimum of 1"),
+    (
+        "zero GPUs",
+        lambda d: d.update(vfleet_expect_gpus_per_host=0),
+        "vfleet_expect_gpus_per_host: Input should be greater than or equal to 1, got 0",
+    ),
+    (
+        "negative GPUs",
+        lambda d: d.update(vfleet_expect_gpus_per_host=-8),
+        "vfleet_expect_gpus_per_host: Input should be greater than or equal to 1, got -8",
+    ),
     ("relative model dir", lambda d: d.update(vfleet_model_dir_on_hosts="models/x"), "absolute"),
-    ("extra arg", lambda d: d.update(vfleet_render_extra_args=["enforce-eager"]), "does not match"),
+    (
+        "extra arg",
+        lambda d: d.update(vfleet_render_extra_args=["enforce-eager"]),
+        "vfleet_render_extra_args[0]: must be one `vllm serve` flag starting with --",
+    ),
     ("no workload file", lambda d: d.update(vfleet_workload="mine.yaml"), "neither a preset"),
     ("clear token", lambda d: d.update(vllm_hf_token="hf_abc"), "vllm_hf_token is in clear text"),
     (
@@ -127,6 +174,47 @@ GROUP_VARS_CASES = [
         "vllm_launch_health_timeout_s must be a int (role vllm_launch)",
     ),
     ("role str", lambda d: d.update(nvidia_driver_version=["580"]), "must be a str"),
+    ("no model dir", lambda d: d.pop("vfleet_model_dir_on_hosts"), "vfleet_model_dir_on_hosts is"),
+    (
+        "unknown model",
+        lambda d: d.update(vfleet_model="acme/NoSuchModel-7B"),
+        "vfleet_model: unknown",
+    ),
+    (
+        "ssh source not a network",
+        lambda d: d.update(firewall_ssh_sources=["10.0.0.0/33"]),
+        "firewall_ssh_sources[0]: must be an IP network in CIDR form",
+    ),
+    (
+        "api source not a network",
+        lambda d: d.update(firewall_api_sources=["office"]),
+        "firewall_api_sources[0]: must be an IP network in CIDR form",
+    ),
+    (
+        "override block size",
+        lambda d: d.update(vfleet_plan_overrides={"block_size": 17}),
+        "vfleet_plan_overrides.block_size: must be one of 1, 8, 16, 32, 64, 128, 256, got 17",
+    ),
+    (
+        "override utilization zero",
+        lambda d: d.update(vfleet_plan_overrides={"gpu_memory_utilization": 0}),
+        "vfleet_plan_overrides.gpu_memory_utilization: Input should be greater than 0",
+    ),
+    (
+        "Hugging Face token by value",
+        lambda d: d.update(my_download_auth="hf_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z"),
+        "my_download_auth holds what looks like a secret in clear text: vault it",
+    ),
+    (
+        "token wrapped in Jinja",
+        lambda d: d.update(vllm_launch_api_key="{{ 'sk-" + "Zq8Xw7Vu6Ts5Rq4Po3Nm2Lk1' }}"),
+        "vllm_launch_api_key holds what looks like a secret in clear text",
+    ),
+    (
+        "high-entropy string by value",
+        lambda d: d.update(extra_env_value="Gk2Rt9Wq4Zp7Lm1Xv8Bn3Hs6Jd5Fc0Ya"),
+        "extra_env_value holds what looks like a secret in clear text",
+    ),
     (
         "role list items",
         lambda d: d.update(vllm_constraints=[{"torch": "2"}]),
@@ -147,10 +235,26 @@ def test_bad_group_vars(tmp_path, change, needle):
 
 INVENTORY_CASES = [
     ("same address twice", _host_var("ansible_host", "10.0.0.1"), "are both 10.0.0.1:22"),
-    ("port out of range", _host_var("ansible_port", 70000), "ansible_port: 70000 is greater"),
-    ("bad address", _host_var("ansible_host", "gpu 02!"), "ansible_host: 'gpu 02!' does not"),
-    ("zero GPUs", _host_var("vfleet_gpus", 0), "vfleet_gpus: 0 is less than the minimum of 1"),
-    ("negative GPUs", _host_var("vfleet_gpus", -8), "vfleet_gpus: -8 is less than the minimum"),
+    (
+        "port out of range",
+        _host_var("ansible_port", 70000),
+        "ansible_port: Input should be less than or equal to 65535",
+    ),
+    (
+        "bad address",
+        _host_var("ansible_host", "gpu 02!"),
+        "ansible_host: must be an IP address or a DNS name",
+    ),
+    (
+        "zero GPUs",
+        _host_var("vfleet_gpus", 0),
+        "vfleet_gpus: Input should be greater than or equal to 1, got 0",
+    ),
+    (
+        "negative GPUs",
+        _host_var("vfleet_gpus", -8),
+        "vfleet_gpus: Input should be greater than or equal to 1, got -8",
+    ),
     ("unknown GPU", _host_var("vfleet_gpu", "H900"), "host gpu-02: unknown GPU 'H900'"),
     (
         "missing role group",
@@ -160,9 +264,35 @@ INVENTORY_CASES = [
     (
         "typo in a group",
         lambda d: d["all"]["children"].update(gpu_hosts={"host": {"gpu-01": {}}}),
-        "'host' was unexpected",
+        "all.children.gpu_hosts.host: unknown key: did you mean 'hosts'?",
     ),
-    ("no all group", lambda d: d.update(every=d.pop("all")), "'all' is a required property"),
+    ("host name with a space", _host_var_rename("gpu 02"), "hosts.gpu 02: must be an RFC 1123"),
+    ("host name a path", _host_var_rename("../etc"), "hosts.../etc: must be an RFC 1123 label"),
+    (
+        "same private address",
+        _same_private_address,
+        "gpu-01 and gpu-02 both have vfleet_private_address 10.1.0.1",
+    ),
+    (
+        "host var typo",
+        _host_var("vfleet_gpuz", 8),
+        "gpu_hosts.hosts.gpu-02.vfleet_gpuz: unknown vfleet variable: did you mean",
+    ),
+    (
+        "host firewall source",
+        _host_var("firewall_api_sources", ["10.0.0.0/8", "lan"]),
+        "firewall_api_sources[1]: must be an IP network in CIDR form",
+    ),
+    (
+        "token in host vars",
+        _host_var("vllm_hf_token", "hf_" + "Qw3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz1Xc3"),
+        "vllm_hf_token holds what looks like a secret in clear text",
+    ),
+    (
+        "no all group",
+        lambda d: d.update(every=d.pop("all")),
+        "hosts.yml line 1: every: unknown key: known keys: all",
+    ),
 ]
 
 
@@ -223,6 +353,37 @@ def test_vaulted_values_need_a_password_source(tmp_path):
     assert "vaulted values yes" in out.stdout
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda d: d.update(vllm_hf_token="{{ lookup('ansible.builtin.file', '/etc/vfleet/hf') }}"),
+        lambda d: d.update(vfleet_wheelhouse_port="{{ wheelhouse_port }}"),
+        lambda d: d.update(nccl_tests_sha256="e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934c"),
+        lambda d: d.update(vfleet_served_model_name="meta-llama/Llama-3.1-70B-Instruct-AWQ-INT4"),
+        lambda d: d.update(vllm_constraints=["torch==2.13.0+cpu", "transformers==5.19.0"]),
+        lambda d: d.update(firewall_api_sources=["10.0.0.0/8", "fd00::/8"]),
+    ],
+)
+def test_templated_paths_and_checksums_are_not_refused(tmp_path, change):
+    """The other side of the checks above: values Ansible resolves, checksums, paths and
+    model ids pass (no false positives)."""
+    root = _copy_env(tmp_path, "prod")
+    _group_vars(change)(root)
+    out = _validate(root / "inventories/prod")
+    assert out.returncode == 0, out.stderr
+
+
+def test_validate_checks_the_api_key_file_mode(tmp_path):
+    root = _copy_env(tmp_path, "prod")
+    key = tmp_path / "api-key"
+    key.write_text("sk-test\n")
+    key.chmod(0o644)
+    _group_vars(lambda d: d.update(vfleet_api_key_file=str(key)))(root)
+    _refused(_validate(root / "inventories/prod"), f"chmod 600 {key}")
+    key.chmod(0o600)
+    assert _validate(root / "inventories/prod").returncode == 0
+
+
 def test_the_shipped_environments_are_valid():
     for env in ("local", "staging", "prod"):
         out = _validate(REPO / "inventories" / env, env=env)
@@ -247,7 +408,10 @@ def no_commands(monkeypatch):
     ("change", "needle"),
     [
         (_group_vars(lambda d: d.update(vfleet_vllm_version="0.4.0")), "outside the supported"),
-        (_hosts(_host_var("vfleet_gpus", 0)), "minimum of 1"),
+        (
+            _hosts(_host_var("vfleet_gpus", 0)),
+            "vfleet_gpus: Input should be greater than or equal to 1",
+        ),
         (_group_vars(lambda d: d.update(vllm_launch_api_key="sk-123")), "in clear text"),
     ],
 )
@@ -314,7 +478,7 @@ def test_prod_with_no_hosts_after_provisioning_is_refused(tmp_path):
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
-        ("{not json", "is not JSON"),
+        ("{not json", "gpu-01.json line 1: not JSON"),
         (json.dumps([1, 2]), "one JSON object per host"),
     ],
 )

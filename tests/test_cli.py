@@ -109,7 +109,7 @@ def test_sweep_and_plot(tmp_path):
         ),
         (
             ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "L4", "--max-num-seqs", "0"],
-            "must be positive",
+            "--max-num-seqs: must be a whole number from 1 to",
         ),
         (["--gpu", "L4"], "required"),
     ],

@@ -162,8 +162,8 @@ def test_estimate_evaluates_a_layout_plan_would_refuse_and_says_why(tmp_path):
     "argv, says",
     [
         (["--layout", "TP3X"], "write it like"),
-        (["--layout", "TP8", "--input-len", "0"], "--input-len must be a positive"),
-        (["--layout", "TP8", "--request-rate", "nan"], "--request-rate must be a positive"),
+        (["--layout", "TP8", "--input-len", "0"], "--input-len: must be a token count from 1"),
+        (["--layout", "TP8", "--request-rate", "nan"], "--request-rate: must be a finite number"),
         (["--layout", "TP16"], "needs 16 GPUs"),
         (["--layout", "TP1"], "does not fit"),
     ],

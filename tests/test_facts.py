@@ -497,7 +497,7 @@ def test_refuses_malformed_outputs_and_files(tmp_path):
 
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "broken.json").write_text("{not json")
-    with pytest.raises(UserError, match=r"broken\.json is not JSON"):
+    with pytest.raises(UserError, match=r"broken\.json line 1: not JSON"):
         facts.cluster_from_facts_dir(tmp_path / "c")
 
 

@@ -84,7 +84,7 @@ def test_minimal_hand_written_spec_is_accepted(tmp_path):
         (
             "nodes: 0\ngpus_per_node: 8\ngpu: H100-SXM-80GB\nintra_node: {link: nvswitch, "
             "busbw_GBps: 450}\n",
-            "greater than zero",
+            "line 1: nodes: Input should be greater than or equal to 1, got 0",
         ),
         (
             "nodes: 1\ngpus_per_node: 8\ngpu: H1OO\nintra_node: {link: nvswitch, "
@@ -140,4 +140,7 @@ def test_bad_workload_exits_2(tmp_path):
         "--workload",
         str(wl),
     )
-    assert out.returncode == 2 and "greater than zero" in out.stderr
+    assert out.returncode == 2
+    assert "wl.yaml line 1: input_len.mean: Input should be greater than or equal to 1" in (
+        out.stderr
+    )

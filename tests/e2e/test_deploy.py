@@ -29,6 +29,7 @@ def test_first_deploy_goes_all_the_way(deployed):
         "load test",
     ):
         assert f"==> {phase}" in out
+    assert "first launch, every host at once" in out  # nothing served yet: no rolling
     assert re.search(r"Endpoint engine-0: http://10\.213\.0\.\d+:8000/v1", out)
     assert "Phases:" in out and "total" in out
     plan = json.loads((ARTIFACTS / "plan.json").read_text())
@@ -60,3 +61,4 @@ def test_second_deploy_changes_and_restarts_nothing(deployed):
         changed = recaps(ARTIFACTS / "logs" / f"{book}.log")
         assert changed and set(changed.values()) == {0}, (book, changed)
     assert "reusing artifacts/local/facts" in second.stdout
+    assert "first launch" not in second.stdout  # engines serve now: one host at a time

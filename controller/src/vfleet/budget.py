@@ -149,7 +149,9 @@ def compute(req: BudgetRequest) -> Budget:
     fmt = weight_format(
         spec.quantization, spec.model_type, dtype_bytes, req.quantization, version=version, gpu=gpu
     )
-    util = req.gpu_memory_utilization or traits.default_gpu_memory_utilization
+    util = req.gpu_memory_utilization
+    if util is None:  # 0 is refused below, not replaced by the default
+        util = traits.default_gpu_memory_utilization
     if not 0 < util <= 1:
         raise UserError(f"--gpu-memory-utilization {util} must be in (0, 1]")
     max_model_len = req.max_model_len or spec.max_position_embeddings

@@ -10,42 +10,68 @@ from pathlib import Path
 
 from vfleet import cli_estimate, speculative
 from vfleet.errors import UserError
+from vfleet.spec import flags
+
+_PARALLEL = flags.count(1, flags.MAX_PARALLEL)
+_TOKENS = flags.count(1, flags.MAX_TOKENS, "a token count")
+_SEQS = flags.count(1, flags.MAX_SEQS)
+_LONG_HELP = (
+    "tokens per sequence; past the model's window only with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, "
+    "as vLLM itself"
+)
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, like every other bad input
         raise UserError(f"{message} (see `{self.prog} --help`)")
 
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> object:
+        # Python 3.11's argparse drops a value spelt "--" (`--tp=--`) and stores [] in its
+        # place, which no check after the parser expects: keep "--" as the value it is.
+        if action.nargs is None and action.option_strings and arg_strings == ["--"]:
+            value = self._get_value(action, "--")
+            self._check_value(action, value)
+            return value
+        return super()._get_values(action, arg_strings)
+
 
 def _budget_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="catalog id, model folder or config.json")
     p.add_argument("--gpu", required=True, help="catalog name or the name nvidia-smi prints")
-    p.add_argument("--gpu-memory-gib", type=float, help="override the GPU's memory (GiB)")
-    p.add_argument("--tp", type=int, default=1, help="tensor parallel size")
-    p.add_argument("--pp", type=int, default=1, help="pipeline parallel size")
-    p.add_argument("--dp", type=int, default=1, help="data parallel size")
+    p.add_argument(
+        "--gpu-memory-gib",
+        type=flags.number(0, 4096, example="80"),
+        help="override the GPU's memory (GiB)",
+    )
+    p.add_argument("--tp", type=_PARALLEL, default=1, help="tensor parallel size")
+    p.add_argument("--pp", type=_PARALLEL, default=1, help="pipeline parallel size")
+    p.add_argument("--dp", type=_PARALLEL, default=1, help="data parallel size")
     p.add_argument("--enable-expert-parallel", action="store_true")
-    p.add_argument("--dcp", type=int, default=1, help="decode context parallel size")
-    p.add_argument("--gpu-memory-utilization", type=float)
-    p.add_argument("--max-model-len", type=int)
-    p.add_argument("--max-num-batched-tokens", type=int)
-    p.add_argument("--max-num-seqs", type=int)
-    p.add_argument("--kv-cache-dtype", default="auto")
-    p.add_argument("--kv-cache-memory-bytes", type=int, help="pin the KV size per GPU")
+    p.add_argument("--dcp", type=_PARALLEL, default=1, help="decode context parallel size")
+    p.add_argument("--gpu-memory-utilization", type=flags.fraction)
+    p.add_argument("--max-model-len", type=_TOKENS, help=_LONG_HELP)
+    p.add_argument("--max-num-batched-tokens", type=_TOKENS)
+    p.add_argument("--max-num-seqs", type=_SEQS)
+    p.add_argument("--kv-cache-dtype", type=flags.kv_dtype, default="auto")
+    p.add_argument(
+        "--kv-cache-memory-bytes", type=flags.count(1, 1 << 50), help="pin the KV size per GPU"
+    )
     p.add_argument("--dtype", default="auto")
     p.add_argument("--quantization", help="runtime quantization, e.g. fp8")
-    p.add_argument("--block-size", type=int)
+    p.add_argument("--block-size", type=flags.block_size)
     p.add_argument("--enforce-eager", action="store_true")
-    p.add_argument("--cpu-offload-gb", type=float, default=0.0)
+    p.add_argument(
+        "--cpu-offload-gb", type=flags.number(0, 1 << 20, lo_open=False, example="0"), default=0.0
+    )
     p.add_argument(
         "--mean-context-len",
-        type=int,
+        type=_TOKENS,
         help="mean context for the recommended max-num-seqs (default min(len, 4096))",
     )
     p.add_argument("--vllm-version", help="target vLLM release (default 0.33.0)")
     speculative.add_cli_args(p)
-    p.add_argument("--sweep-gpu-memory-utilization", metavar="START:STOP:STEP")
-    p.add_argument("--plot", type=Path, help="write the sweep as a PNG")
+    p.add_argument("--sweep-gpu-memory-utilization", type=flags.sweep, metavar="START:STOP:STEP")
+    p.add_argument("--plot", type=flags.png_path, help="write the sweep as a PNG")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -55,15 +81,20 @@ def _parser() -> argparse.ArgumentParser:
     _budget_args(sub.add_parser("budget", help="predict vLLM's KV cache per GPU"))
     plan = sub.add_parser("plan", help="choose TP/PP/DP/EP and the scheduler knobs")
     plan.add_argument(
-        "--cluster", required=True, type=Path, help="cluster YAML or a directory of probe facts"
+        "--cluster",
+        required=True,
+        type=flags.path,
+        help="cluster YAML or a directory of probe facts",
     )
     plan.add_argument("--model", required=True, help="catalog id, model folder or config.json")
     plan.add_argument("--workload", default="chat", help="chat | rag | batch | FILE.yaml")
     plan.add_argument(
         "--vllm-version", help="target vLLM release (default: the probed one, else 0.33.0)"
     )
-    plan.add_argument("--gpu-memory-utilization", type=float)
-    plan.add_argument("--kv-cache-dtype", help="override the planner's choice (auto|fp8)")
+    plan.add_argument("--gpu-memory-utilization", type=flags.fraction)
+    plan.add_argument(
+        "--kv-cache-dtype", type=flags.kv_dtype, help="override the planner's choice (auto|fp8)"
+    )
     plan.add_argument("--layout", help="evaluate only this layout, e.g. 'TP8 PP2 EP'")
     speculative.add_cli_args(plan)
     plan.add_argument(
@@ -71,18 +102,20 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="plan even if a host's probe failed or measured nothing",
     )
-    plan.add_argument("--out", type=Path, help="also write the plan JSON here")
+    plan.add_argument("--out", type=flags.path, help="also write the plan JSON here")
     plan.add_argument("--json", action="store_true", help="print one JSON object")
     rend = sub.add_parser("render", help="write per-host launch scripts and systemd units")
-    rend.add_argument("--plan", required=True, type=Path, help="plan JSON from vfleet plan")
+    rend.add_argument("--plan", required=True, type=flags.path, help="plan JSON from vfleet plan")
     source = rend.add_mutually_exclusive_group(required=True)
-    source.add_argument("--facts", type=Path, help="probe facts directory")
-    source.add_argument("--cluster", type=Path, help="cluster spec YAML")
-    rend.add_argument("--out", required=True, type=Path, help="e.g. artifacts/<env>/launch")
+    source.add_argument("--facts", type=flags.path, help="probe facts directory")
+    source.add_argument("--cluster", type=flags.path, help="cluster spec YAML")
+    rend.add_argument("--out", required=True, type=flags.path, help="e.g. artifacts/<env>/launch")
     rend.add_argument("--model-path", help="model folder on the hosts (default /srv/models/<name>)")
     rend.add_argument("--served-model-name", help="API model name (default: the model id)")
     rend.add_argument("--vllm-bin", default="/opt/vfleet/vllm/bin/vllm")
-    rend.add_argument("--port", type=int, default=8000, help="first API port on each host")
+    rend.add_argument(
+        "--port", type=flags.count(1, 65535), default=8000, help="first API port on each host"
+    )
     rend.add_argument(
         "--backend",
         choices=("auto", "mp", "ray"),
@@ -92,9 +125,18 @@ def _parser() -> argparse.ArgumentParser:
     rend.add_argument("--api-key-file", help="file on the hosts holding the API key")
     rend.add_argument("--install-dir", default="/etc/vfleet", help="where units expect files")
     rend.add_argument(
-        "--extra-arg", action="append", default=[], help="extra vllm serve argument (repeat)"
+        "--extra-arg",
+        action="append",
+        default=[],
+        help="extra vllm serve argument, --flag=value or --flag then value (repeat); "
+        "not one vfleet or the plan sets",
     )
-    rend.add_argument("--env", action="append", default=[], help="extra KEY=VALUE (repeat)")
+    rend.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        help="extra KEY=VALUE for vllm.env (repeat); not one vfleet sets per engine",
+    )
     rend.add_argument("--allow-partial-facts", action="store_true")
     speculative.add_cli_args(rend)
     rend.add_argument(
@@ -105,22 +147,34 @@ def _parser() -> argparse.ArgumentParser:
         "--endpoint",
         action="append",
         default=[],
+        type=flags.endpoint,
         help="vLLM API base URL, e.g. http://10.0.0.11:8000 (repeat)",
     )
     doc.add_argument(
-        "--log", action="append", default=[], type=Path, help="a vLLM service log to read (repeat)"
+        "--endpoints",
+        type=flags.path,
+        metavar="FILE",
+        help="every engine in this endpoints.json from `vfleet render`",
+    )
+    doc.add_argument(
+        "--log",
+        action="append",
+        default=[],
+        type=flags.path,
+        help="a vLLM service log to read (repeat)",
     )
     doc.add_argument(
         "--journal",
         action="append",
         default=[],
+        type=flags.unit,
         help="a local systemd unit whose journal to read (repeat)",
     )
-    doc.add_argument("--plan", type=Path, help="the deployed plan JSON")
-    doc.add_argument("--max-num-seqs", type=int, help="the engine's max-num-seqs, if known")
+    doc.add_argument("--plan", type=flags.path, help="the deployed plan JSON")
+    doc.add_argument("--max-num-seqs", type=_SEQS, help="the engine's max-num-seqs, if known")
     doc.add_argument(
         "--watch",
-        type=float,
+        type=flags.number(0, flags.MAX_WATCH_S, lo_open=False, example="30"),
         default=0.0,
         metavar="SECONDS",
         help="sample over this many seconds and report rates",
@@ -134,7 +188,7 @@ def _parser() -> argparse.ArgumentParser:
         ("restart", "restart every engine, one host at a time (the others keep serving)"),
     ):
         p = sub.add_parser(name, help=text)
-        p.add_argument("--env", default="local", help="local | staging | prod")
+        p.add_argument("--env", type=flags.env_name, default="local", help="local | staging | prod")
         if name in ("deploy", "plan-env"):
             p.add_argument(
                 "--allow-partial-facts",
@@ -142,21 +196,18 @@ def _parser() -> argparse.ArgumentParser:
                 help="plan even if a host's probe failed (hosts it saw no GPU on are left out)",
             )
     val = sub.add_parser("validate", help="check an environment's inventory and group_vars")
-    val.add_argument("--env", default="local", help="local | staging | prod")
+    val.add_argument("--env", type=flags.env_name, default="local", help="local | staging | prod")
     val.add_argument(
-        "--inventory", type=Path, help="check this inventory folder instead of inventories/ENV"
+        "--inventory",
+        type=flags.path,
+        help="check this inventory folder instead of inventories/ENV",
     )
     kh = sub.add_parser("known-hosts", help="record the hosts' SSH keys for staging or prod")
-    kh.add_argument("--env", required=True, help="staging | prod")
+    kh.add_argument("--env", type=flags.env_name, required=True, help="staging | prod")
     sub.add_parser("models", help="list the bundled model catalog")
     sub.add_parser("gpus", help="list the GPU catalog")
     cli_estimate.add_parser(sub)
     return parser
-
-
-def _positive(name: str, value: int | float | None) -> None:
-    if value is not None and value <= 0:
-        raise UserError(f"--{name} must be positive, got {value}")
 
 
 def _budget_request(args: argparse.Namespace):
@@ -166,21 +217,12 @@ def _budget_request(args: argparse.Namespace):
     from vfleet.params import Layout
     from vfleet.versions import traits
 
-    for name in (
-        "max_model_len",
-        "max_num_batched_tokens",
-        "max_num_seqs",
-        "block_size",
-        "gpu_memory_gib",
-        "mean_context_len",
-    ):
-        _positive(name.replace("_", "-"), getattr(args, name))
+    # Each flag's own range is checked by its argparse type (vfleet.spec.flags).
     gpu = resolve_gpu(args.gpu)
     if args.gpu_memory_gib:
         gpu = gpu.with_memory_gib(args.gpu_memory_gib)
-    if args.kv_cache_memory_bytes is not None and args.kv_cache_memory_bytes <= 0:
-        raise UserError("--kv-cache-memory-bytes must be positive")
     spec = load_model(args.model)
+    flags.check_scheduler(args, spec)
     return BudgetRequest(
         spec=spec,
         gpu=gpu,
@@ -240,15 +282,16 @@ def cmd_budget(args: argparse.Namespace) -> int:
         raise _does_not_fit(req, result)
     points = None
     if args.sweep_gpu_memory_utilization or args.plot:
-        try:
-            utils = budget_report.parse_range(args.sweep_gpu_memory_utilization or "0.6:0.95:0.05")
-        except ValueError:
-            raise UserError(
-                "--sweep-gpu-memory-utilization wants START:STOP:STEP, e.g. 0.6:0.95:0.05"
-            ) from None
+        # flags.sweep parsed and bounded the range; the default is the usual 0.6..0.95.
+        utils = args.sweep_gpu_memory_utilization or flags.sweep("0.6:0.95:0.05")
         points = budget_report.sweep(req, utils)
         if args.plot:
-            budget_report.plot_sweep(points, args.plot)
+            try:
+                budget_report.plot_sweep(points, args.plot)
+            except OSError as exc:
+                raise UserError(
+                    f"cannot write the plot to {args.plot}: {exc.strerror or exc}"
+                ) from None
     if args.json:
         out = result.to_json()
         if points:
@@ -308,8 +351,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
         speculative=draft.to_json() if draft else None,
     )
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(doc, indent=2) + "\n")
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(doc, indent=2) + "\n")
+        except OSError as exc:
+            raise UserError(
+                f"cannot write the plan to {args.out}: {exc.strerror or exc}: pass a file path "
+                "in a folder you can write"
+            ) from None
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
@@ -318,50 +367,65 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from vfleet.cluster import load_cluster
     from vfleet.flags import flag_set
     from vfleet.render import RenderOptions, render, render_files
+    from vfleet.render_write import check_out, write_render
+    from vfleet.spec.files import Document
+    from vfleet.spec.render import RenderArgs
+    from vfleet.spec.validate import describe
 
-    try:
-        plan = json.loads(args.plan.read_text())
-    except FileNotFoundError:
-        raise UserError(f"no plan at {args.plan}: run `vfleet plan --out FILE` first") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{args.plan} is not JSON ({exc.msg} at line {exc.lineno})") from None
-    _check_plan_shape(plan, args.plan)
+    check_out(args.out)
+    plan = _check_plan_shape(args.plan)
     if args.speculative_method or args.num_speculative_tokens or args.draft_model:
         plan = {**plan, "speculative": _render_speculative(args, plan)}
     cluster = load_cluster(args.facts or args.cluster, allow_partial=args.allow_partial_facts)
     flags = flag_set(plan["vllm_version"], cluster.vllm_flags if args.facts else ())
-    env_pairs = []
-    for item in args.env:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UserError(f"--env {item!r}: write it as KEY=VALUE")
-        env_pairs.append((key, value))
     name = plan["model"].rstrip("/").split("/")[-1]
+    given = {
+        "--model-path": args.model_path or f"/srv/models/{name}",
+        "--served-model-name": args.served_model_name or plan["model"],
+        "--vllm-bin": args.vllm_bin,
+        "--port": args.port,
+        "--backend": args.backend,
+        "--api-key-file": args.api_key_file,
+        "--install-dir": args.install_dir,
+        # argparse turns `--extra-arg=--` into [] (it drops a lone "--"): keep it visible.
+        "--extra-arg": [a if isinstance(a, str) else "--" for a in args.extra_arg],
+        "--env": list(args.env),
+        "--draft-model-path": args.draft_model_path,
+        "--plan": args.plan.name,
+    }
+    # Engines headed on one host take consecutive API ports from --port.
+    heads: dict[str, int] = {}
+    for replica in {r: None for h in plan["hosts"] for r in h["engines"]}:
+        head = next(h["host"] for h in plan["hosts"] if replica in h["engines"])
+        heads[head] = heads.get(head, 0) + 1
+    try:
+        checked = RenderArgs.model_validate(
+            given, context={"engines_per_host": max(heads.values(), default=1)}
+        )
+    except ValidationError as exc:
+        raise UserError(describe(exc, RenderArgs, Document(given, "vfleet render"))) from None
     opts = RenderOptions(
-        model_path=args.model_path or f"/srv/models/{name}",
-        served_model_name=args.served_model_name or plan["model"],
-        vllm_bin=args.vllm_bin,
-        ray_bin=str(Path(args.vllm_bin).with_name("ray")),
-        port=args.port,
-        backend=args.backend,
-        api_key_file=args.api_key_file,
-        install_dir=args.install_dir,
-        extra_args=tuple(args.extra_arg),
-        extra_env=tuple(env_pairs),
-        plan_name=args.plan.name,
-        draft_model_path=args.draft_model_path,
+        model_path=checked.model_path,
+        served_model_name=checked.served_model_name,
+        vllm_bin=checked.vllm_bin,
+        ray_bin=str(Path(checked.vllm_bin).with_name("ray")),
+        port=checked.port,
+        backend=checked.backend,
+        api_key_file=checked.api_key_file,
+        install_dir=checked.install_dir,
+        extra_args=tuple(checked.extra_args),
+        extra_env=checked.env_pairs,
+        plan_name=checked.plan_name,
+        draft_model_path=checked.draft_model_path,
     )
     rendered = render(plan, cluster, opts, flags)
     files = render_files(rendered, opts, flags, plan)
-    for rel, content in files.items():
-        target = args.out / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
-        if rel.endswith(".sh"):
-            target.chmod(0o755)
+    write_render(args.out, files)
     modes = sorted(set(rendered.mode_by_replica.values()))
     print(
         f"rendered {len(rendered.endpoints)} engine(s) on {len(rendered.hosts)} host(s) "
@@ -385,54 +449,12 @@ def _render_speculative(args: argparse.Namespace, plan: dict) -> dict:
     return draft.to_json() if draft else {}
 
 
-def _check_plan_shape(plan: object, path: Path) -> None:
-    """A plan edited by hand must still be one vLLM can start: the schema, then the rules
-    that tie its fields together."""
-    from vfleet import schema
+def _check_plan_shape(path: Path) -> dict:
+    """A plan edited by hand must still be one vLLM can start: read and checked by the plan
+    model (vfleet.spec.plan), returned as the dict render reads."""
+    from vfleet.spec.plan import load_plan
 
-    if not isinstance(plan, dict):
-        raise UserError(f"{path} is not a vfleet plan (a JSON object): run `vfleet plan --out`")
-    schema.check(plan, "plan", f"plan {path}")
-    if plan.get("speculative"):
-        speculative.check_fields(plan["speculative"], f"plan {path}")
-    if plan["max_num_batched_tokens"] < plan["max_num_seqs"]:
-        raise UserError(
-            f"plan {path}: max_num_batched_tokens ({plan['max_num_batched_tokens']}) is below "
-            f"max_num_seqs ({plan['max_num_seqs']}), which vLLM refuses: raise it or re-plan"
-        )
-    chunked = plan.get("enable_chunked_prefill", True)
-    if not chunked and plan["max_num_batched_tokens"] < plan["max_model_len"]:
-        raise UserError(
-            f"plan {path}: without chunked prefill max_num_batched_tokens "
-            f"({plan['max_num_batched_tokens']}) must cover max_model_len "
-            f"({plan['max_model_len']}): enable chunked prefill or raise it"
-        )
-    per_engine = (
-        plan["tensor_parallel_size"] * plan["pipeline_parallel_size"] * plan["data_parallel_size"]
-    )
-    engines: dict[str, set[tuple[int, int, int]]] = {}
-    for host in plan["hosts"]:
-        for engine, ranks in host["engines"].items():
-            seen = engines.setdefault(engine, set())
-            for r in ranks:
-                rank = (r["tp_rank"], r["pp_rank"], r["dp_rank"])
-                if rank in seen:
-                    raise UserError(
-                        f"plan {path}: engine {engine} has rank tp{rank[0]} pp{rank[1]} "
-                        f"dp{rank[2]} twice: re-run `vfleet plan --out`"
-                    )
-                seen.add(rank)
-    for engine, ranks in engines.items():
-        if len(ranks) != per_engine or any(
-            t >= plan["tensor_parallel_size"]
-            or p >= plan["pipeline_parallel_size"]
-            or d >= plan["data_parallel_size"]
-            for t, p, d in ranks
-        ):
-            raise UserError(
-                f"plan {path}: engine {engine} has {len(ranks)} ranks, not the "
-                f"{per_engine} of TP x PP x DP (or a rank out of range): re-run `vfleet plan --out`"
-            )
+    return load_plan(path)
 
 
 def _fetch_metrics(endpoint: str) -> str:
@@ -444,13 +466,14 @@ def _fetch_metrics(endpoint: str) -> str:
         raise UserError(f"--endpoint {endpoint!r} is not a URL: write it like http://HOST:8000")
     try:
         with urllib.request.urlopen(f"{url}/metrics", timeout=10) as reply:
-            text = reply.read().decode("utf-8", "replace")
+            # A vLLM server's /metrics is tens of KiB; cap what a wrong server can send.
+            text = reply.read(64 << 20).decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
         raise UserError(
             f"{url}/metrics answered HTTP {exc.code}: is this a vLLM API "
             "server? point --endpoint at its base URL"
         ) from None
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, ValueError) as exc:  # ValueError: a bad URL
         reason = getattr(exc, "reason", exc)
         raise UserError(
             f"cannot reach {url}/metrics ({reason}): check the address, the port "
@@ -464,22 +487,36 @@ def _fetch_metrics(endpoint: str) -> str:
     return text
 
 
+LOG_TAIL_BYTES = 32 << 20  # the start-up lines doctor looks for sit in the last restart
+
+
 def _read_logs(args: argparse.Namespace) -> str:
     import subprocess
 
     parts = []
     for path in args.log:
         try:
-            parts.append(path.read_text(errors="replace"))
+            with path.open("rb") as f:
+                size = f.seek(0, 2)
+                f.seek(max(0, size - LOG_TAIL_BYTES))
+                parts.append(f.read().decode("utf-8", "replace"))
         except OSError as exc:
-            raise UserError(f"cannot read log {path}: {exc.strerror}") from None
+            raise UserError(f"cannot read log {path}: {exc.strerror or exc}") from None
     for unit in args.journal:
-        out = subprocess.run(
-            ["journalctl", "-u", unit, "--no-pager", "-o", "cat", "-n", "20000"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        try:
+            out = subprocess.run(
+                ["journalctl", "-u", unit, "--no-pager", "-o", "cat", "-n", "20000"],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                check=False,
+                timeout=60,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise UserError(
+                f"cannot read the journal of {unit} ({exc}): run doctor on the host itself, "
+                "or pass the log with --log"
+            ) from None
         if out.returncode != 0:
             raise UserError(f"journalctl -u {unit} failed: {out.stderr.strip()[:200]}")
         parts.append(out.stdout)
@@ -490,36 +527,42 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     import time
 
     from vfleet import doctor, metrics
+    from vfleet.spec.endpoints import load_endpoints
 
-    if not args.endpoint and not args.log and not args.journal:
+    endpoints = list(args.endpoint)
+    if args.endpoints:
+        endpoints += [e.base_url for e in load_endpoints(args.endpoints).endpoints]
+    endpoints = list(dict.fromkeys(endpoints))  # the same server once, however it was named
+    if not endpoints and not args.log and not args.journal:
         raise UserError("give at least one --endpoint (or --log/--journal) to diagnose")
     log = _read_logs(args)
     cfg = doctor.config_from_log(log)
     if args.plan:
-        try:
-            cfg = doctor.merge(cfg, doctor.config_from_plan(json.loads(args.plan.read_text())))
-        except (OSError, json.JSONDecodeError):
-            raise UserError(
-                f"cannot read plan {args.plan}: pass the JSON from `vfleet plan --out`"
-            ) from None
+        from vfleet.spec.plan import load_plan
+
+        cfg = doctor.merge(cfg, doctor.config_from_plan(load_plan(args.plan), str(args.plan)))
     if args.max_num_seqs:
         cfg.max_num_seqs, cfg.source = args.max_num_seqs, "--max-num-seqs"
     obs = None
-    if args.endpoint:
-        samples = [(time.monotonic(), metrics.parse([_fetch_metrics(e) for e in args.endpoint]))]
+    if endpoints:
+
+        def scrape() -> tuple[float, metrics.Snapshot]:
+            texts = [_fetch_metrics(e) for e in endpoints]
+            return time.monotonic(), metrics.parse(texts, [e.rstrip("/") for e in endpoints])
+
+        samples = [scrape()]
         if args.watch > 0:
             step = max(0.5, args.watch / 10)
             deadline = samples[0][0] + args.watch
             while time.monotonic() < deadline:
                 time.sleep(min(step, max(0.0, deadline - time.monotonic())))
-                texts = [_fetch_metrics(e) for e in args.endpoint]
-                samples.append((time.monotonic(), metrics.parse(texts)))
+                samples.append(scrape())
         obs = doctor.observe(samples)
     found = doctor.log_diagnoses(log, cfg) + (doctor.metric_diagnoses(obs, cfg) if obs else [])
     if args.json:
         print(json.dumps(doctor.report_json(obs, cfg, found), indent=2))
     else:
-        print(doctor.report_text(obs, cfg, found, args.endpoint))
+        print(doctor.report_text(obs, cfg, found, endpoints))
     return 0
 
 
@@ -626,15 +669,38 @@ COMMANDS = {
 }
 
 
+INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h): a bug in vfleet, not bad input
+
+
+def _one_line(text: str) -> str:
+    """The message on one line whatever it quotes: a newline or other control character
+    from a user's value is shown escaped, as repr() would."""
+    # Surrogates (undecodable bytes of a file name) are not printable either: escaped too.
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text.strip())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import os
+
     try:
         args = _parser().parse_args(argv)
         return COMMANDS[args.command](args)
     except UserError as exc:
-        print(f"vfleet: error: {exc}", file=sys.stderr)
+        print(f"vfleet: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # the last resort: one line, never a bare traceback
+        if os.environ.get("VFLEET_DEBUG") == "1":
+            import traceback
+
+            traceback.print_exc()
+        print(
+            f"vfleet: internal error: {type(exc).__name__}: {_one_line(str(exc))} (a bug: "
+            "please report it with the command line; VFLEET_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return INTERNAL_ERROR
 
 
 if __name__ == "__main__":

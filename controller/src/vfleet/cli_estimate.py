@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from pathlib import Path
 
 from vfleet import speculative
 from vfleet.errors import UserError
+from vfleet.spec import flags
+
+_TOKENS = flags.count(1, flags.MAX_TOKENS, "a token count")
+_REQUESTS = flags.count(1, flags.MAX_REQUESTS)
+MAX_REPLAY_TOKENS = 10_000_000  # ~20 s of replay on one core
+MAX_PREFILL_STEPS = 1_000_000
 
 EXAMPLE = (
     "example: vfleet estimate --cluster examples/clusters/1x8-h200.yaml "
@@ -23,63 +28,77 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="predict throughput and latency of one layout at one operating point",
         epilog=EXAMPLE,
     )
-    p.add_argument("--cluster", required=True, type=Path, help="cluster YAML or probe facts")
+    p.add_argument("--cluster", required=True, type=flags.path, help="cluster YAML or probe facts")
     p.add_argument("--model", required=True, help="catalog id, model folder or config.json")
     p.add_argument("--layout", required=True, help="e.g. 'TP8', 'TP1 DP8 EP', 'TP8 PP2'")
-    p.add_argument("--input-len", required=True, type=int, help="prompt tokens (mean)")
-    p.add_argument("--output-len", required=True, type=int, help="completion tokens (mean)")
+    p.add_argument("--input-len", required=True, type=_TOKENS, help="prompt tokens (mean)")
+    p.add_argument("--output-len", required=True, type=_TOKENS, help="completion tokens (mean)")
     p.add_argument(
         "--concurrency",
-        type=int,
+        type=_REQUESTS,
         help="requests in flight (vllm bench serve --max-concurrency); omit for all at once",
     )
-    p.add_argument("--num-prompts", type=int, help="requests in the run (default 10 x C)")
-    p.add_argument("--request-rate", type=float, help="requests/s for the cluster (default inf)")
+    p.add_argument("--num-prompts", type=_REQUESTS, help="requests in the run (default 10 x C)")
+    p.add_argument(
+        "--request-rate",
+        type=flags.number(0, 1e6, example="20"),
+        help="requests/s for the cluster (default: all at once)",
+    )
     p.add_argument(
         "--dataset",
         choices=("random", "sharegpt"),
         default="random",
         help="random: fixed lengths; sharegpt: its length spread around these means",
     )
-    p.add_argument("--replicas", type=int, help="engine copies (default: as many as fit)")
+    p.add_argument(
+        "--replicas",
+        type=flags.count(1, flags.MAX_PARALLEL),
+        help="engine copies (default: as many as fit)",
+    )
     p.add_argument(
         "--vllm-version", help="target vLLM release (default: the probed one, else 0.33.0)"
     )
     p.add_argument("--quantization", help="runtime quantization, e.g. fp8")
-    p.add_argument("--kv-cache-dtype", help="auto | fp8 | ...")
-    p.add_argument("--max-num-seqs", type=int, help="default: the release's own default")
-    p.add_argument("--max-num-batched-tokens", type=int, help="default: the release's own")
-    p.add_argument("--max-model-len", type=int, help="default: the model's context window")
-    p.add_argument("--gpu-memory-utilization", type=float)
+    p.add_argument("--kv-cache-dtype", type=flags.kv_dtype, help="auto | fp8 | ...")
+    p.add_argument(
+        "--max-num-seqs",
+        type=flags.count(1, flags.MAX_SEQS),
+        help="default: the release's own default",
+    )
+    p.add_argument("--max-num-batched-tokens", type=_TOKENS, help="default: the release's own")
+    p.add_argument(
+        "--max-model-len",
+        type=_TOKENS,
+        help="default: the model's context window (past it only with "
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, as vLLM)",
+    )
+    p.add_argument("--gpu-memory-utilization", type=flags.fraction)
     p.add_argument("--all2all-backend", help="EP dispatch, e.g. deepep_low_latency")
     speculative.add_cli_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _check(args: argparse.Namespace) -> None:
-    for name in (
-        "input_len",
-        "output_len",
-        "concurrency",
-        "num_prompts",
-        "replicas",
-        "max_num_seqs",
-        "max_num_batched_tokens",
-        "max_model_len",
-    ):
-        value = getattr(args, name)
-        if value is not None and value <= 0:
-            raise UserError(
-                f"--{name.replace('_', '-')} must be a positive whole number, got {value}"
-            )
-    for name in ("request_rate", "gpu_memory_utilization"):
-        value = getattr(args, name)
-        if value is not None and (not math.isfinite(value) or value <= 0):
-            raise UserError(f"--{name.replace('_', '-')} must be a positive number, got {value}")
-    if args.gpu_memory_utilization is not None and args.gpu_memory_utilization > 1:
-        raise UserError("--gpu-memory-utilization is a fraction of the GPU: at most 1")
-    if (args.num_prompts or 0) > 200_000 or (args.concurrency or 0) > 200_000:
-        raise UserError("--num-prompts and --concurrency are capped at 200,000 for an estimate")
+def _check(args: argparse.Namespace, spec) -> None:
+    """Rules between flags (each flag's own range is its argparse type's)."""
+    flags.check_scheduler(args, spec)
+    # The estimate replays every request step by step (~2 us per decoded token, ~20 us per
+    # step): bound the work, so a large but valid product of flags cannot run for hours.
+    prompts = args.num_prompts or max(10 * (args.concurrency or 100), 100)
+    decode = prompts * args.output_len
+    if decode > MAX_REPLAY_TOKENS:
+        raise UserError(
+            f"{prompts} prompts x {args.output_len} output tokens is {decode:,} tokens to "
+            f"replay, more than the {MAX_REPLAY_TOKENS:,} an estimate takes: lower "
+            "--num-prompts (10 x --concurrency reaches steady state) or --output-len"
+        )
+    steps = prompts * math.ceil(args.input_len / (args.max_num_batched_tokens or 2048))
+    if steps > MAX_PREFILL_STEPS:
+        raise UserError(
+            f"{prompts} prompts of {args.input_len} tokens in chunks of "
+            f"{args.max_num_batched_tokens or 2048} is {steps:,} prefill steps, more than the "
+            f"{MAX_PREFILL_STEPS:,} an estimate takes: raise --max-num-batched-tokens or "
+            "lower --num-prompts"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,9 +108,9 @@ def run(args: argparse.Namespace) -> int:
     from vfleet.planner import parse_layout
     from vfleet.versions import traits
 
-    _check(args)
     cluster = load_cluster(args.cluster)
     spec = load_model(args.model)
+    _check(args, spec)
     req = EstimateRequest(
         spec=spec,
         cluster=cluster,

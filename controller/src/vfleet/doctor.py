@@ -13,6 +13,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from vfleet.errors import UserError
 from vfleet.metrics import Snapshot
 
 HEADROOM = 0.9
@@ -65,6 +66,7 @@ class Observation:
     block_size: int | None
     seconds: float
     engines: int
+    notes: list[str] = field(default_factory=list)  # series the parser left out
 
     @property
     def kv_tokens(self) -> int | None:
@@ -91,6 +93,10 @@ def observe(samples: list[tuple[float, Snapshot]]) -> Observation:
     queue, prompt = last.histograms.get("queue"), last.histograms.get("prompt_len")
     done = last.get("requests_done")
     cfg = last.cache_config
+    notes = list(dict.fromkeys(n for _, s in samples for n in s.notes))
+    num_gpu_blocks, block_size = (
+        _info_count(cfg, k, notes) for k in ("num_gpu_blocks", "block_size")
+    )
     return Observation(
         running=max(s.get("running") for _, s in samples),
         waiting=max(s.get("waiting") for _, s in samples),
@@ -112,46 +118,75 @@ def observe(samples: list[tuple[float, Snapshot]]) -> Observation:
             else (last.get("prompt_tokens") / done if done else None)
         ),
         mean_generation=last.get("generation_tokens") / done if done else None,
-        num_gpu_blocks=int(cfg["num_gpu_blocks"])
-        if cfg.get("num_gpu_blocks", "None") not in ("None", "")
-        else None,
-        block_size=int(cfg["block_size"])
-        if cfg.get("block_size", "None") not in ("None", "")
-        else None,
+        num_gpu_blocks=num_gpu_blocks,
+        block_size=block_size,
         seconds=span,
         engines=last.engines,
+        notes=notes,
     )
 
 
-_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})")
+def _info_count(info: dict[str, str], key: str, notes: list[str]) -> int | None:
+    """A count from vllm:cache_config_info's labels; anything but a whole number >= 1 is
+    left out with a note (the KV cap would be built on it)."""
+    raw = info.get(key, "None")
+    if raw in ("None", ""):
+        return None
+    if raw.isascii() and raw.isdigit() and 0 < int(raw) < 1 << 40:
+        return int(raw)
+    notes.append(f"vllm:cache_config_info {key}={raw[:20]!r} ignored: not a whole number >= 1")
+    return None
+
+
+_NON_DEFAULT = re.compile(r"non-default args: (\{.{0,20000}\})")
+_COUNTS = ("max_num_seqs", "max_num_batched_tokens", "max_model_len")
+
+
+def _typed(name: str, value: object) -> bool:
+    """Whether `value` is what the engine could have been started with for `name`."""
+    if name == "enable_chunked_prefill":
+        return isinstance(value, bool)
+    if name == "gpu_memory_utilization":
+        return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 40
 
 
 def config_from_log(log: str) -> EngineConfig:
-    """vLLM (0.9+) logs the arguments that differ from defaults at start-up."""
+    """vLLM (0.9+) logs the arguments that differ from defaults at start-up. A line that is
+    not a dict literal, or a value of the wrong type, is not that line: skipped."""
     cfg = EngineConfig()
     for match in _NON_DEFAULT.finditer(log):
         try:
             args = ast.literal_eval(match.group(1))
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
-        cfg.max_num_seqs = args.get("max_num_seqs", cfg.max_num_seqs)
-        cfg.max_num_batched_tokens = args.get("max_num_batched_tokens", cfg.max_num_batched_tokens)
-        cfg.enable_chunked_prefill = args.get("enable_chunked_prefill", cfg.enable_chunked_prefill)
-        cfg.gpu_memory_utilization = args.get("gpu_memory_utilization", cfg.gpu_memory_utilization)
-        cfg.max_model_len = args.get("max_model_len", cfg.max_model_len)
+        if not isinstance(args, dict):
+            continue
+        for name in (*_COUNTS, "enable_chunked_prefill", "gpu_memory_utilization"):
+            if name in args and _typed(name, args[name]):
+                setattr(cfg, name, args[name])
         cfg.source = "the engine's start-up log"
     return cfg
 
 
-def config_from_plan(plan: dict[str, Any]) -> EngineConfig:
-    return EngineConfig(
-        max_num_seqs=plan.get("max_num_seqs"),
-        max_num_batched_tokens=plan.get("max_num_batched_tokens"),
-        enable_chunked_prefill=plan.get("enable_chunked_prefill"),
-        gpu_memory_utilization=plan.get("gpu_memory_utilization"),
-        max_model_len=plan.get("max_model_len"),
-        source="the deployed plan",
-    )
+def config_from_plan(plan: object, source: str = "the plan") -> EngineConfig:
+    """The engine settings in a plan from `vfleet plan --out`; a wrong type is an error
+    naming the field (the diagnosis would be built on it)."""
+    if not isinstance(plan, dict):
+        raise UserError(f"{source} is not a vfleet plan (a JSON object): pass `vfleet plan --out`")
+    cfg = EngineConfig(source="the deployed plan")
+    for name in (*_COUNTS, "enable_chunked_prefill", "gpu_memory_utilization"):
+        value = plan.get(name)
+        if value is None:
+            continue
+        if not _typed(name, value):
+            want = {
+                "enable_chunked_prefill": "true or false",
+                "gpu_memory_utilization": "a fraction in (0, 1]",
+            }.get(name, "a whole number >= 1")
+            raise UserError(f"{source}: {name} must be {want}, got {str(value)[:40]!r}")
+        setattr(cfg, name, value)
+    return cfg
 
 
 def merge(primary: EngineConfig, fallback: EngineConfig) -> EngineConfig:
@@ -180,17 +215,19 @@ def _ms(seconds: float | None) -> str:
 
 
 # ---- log signals -------------------------------------------------------------------------
+# Numbers as vLLM prints them, bounded so that int()/float() always take them and a long
+# hostile log cannot make a lazy `.*?` scan quadratic.
+_NUM = r"(\d{1,12}(?:\.\d{1,12})?)"
 _FREE_MEM = re.compile(
-    r"Free memory on device.*?\(([\d.]+)/([\d.]+) GiB\).*?utilization "
-    r"\(([\d.]+), ([\d.]+) GiB\)"
+    rf"Free memory on device.{{0,200}}?\({_NUM}/{_NUM} GiB\).{{0,400}}?utilization "
+    rf"\({_NUM}, {_NUM} GiB\)"
 )
 _TOO_LONG = re.compile(
-    r"max seq len \((\d+)\) is larger than the maximum number of tokens "
-    r"that can be stored in KV cache \((\d+)\)"
+    r"max seq len \((\d{1,18})\) is larger than the maximum number of tokens "
+    r"that can be stored in KV cache \((\d{1,18})\)"
 )
 _NEEDS_KV = re.compile(
-    r"([\d.]+) GiB KV cache is needed.*?available KV cache memory "
-    r"\(([\d.]+) GiB\)",
+    rf"{_NUM} GiB KV cache is needed.{{0,2000}}?available KV cache memory \({_NUM} GiB\)",
     re.S,
 )
 _OOM = re.compile(r"(CUDA out of memory|torch\.OutOfMemoryError|OutOfMemoryError)")
@@ -199,7 +236,8 @@ _NO_BLOCKS = re.compile(r"No available memory for the cache blocks")
 
 def log_diagnoses(log: str, cfg: EngineConfig) -> list[Diagnosis]:
     found: list[Diagnosis] = []
-    if m := _FREE_MEM.search(log):
+    m = _FREE_MEM.search(log)
+    if m and float(m.group(2)) > 0:
         free, total, util, want = (float(x) for x in m.groups())
         target = max(0.05, round(free / total - 0.01, 2))
         found.append(
@@ -225,7 +263,7 @@ def log_diagnoses(log: str, cfg: EngineConfig) -> list[Diagnosis]:
                 "--gpu-memory-utilization / use --kv-cache-dtype fp8 / add TP or PP",
             )
         )
-    elif m := _NEEDS_KV.search(log):
+    elif (m := _NEEDS_KV.search(log)) and float(m.group(1)) > 0:
         need, have = float(m.group(1)), float(m.group(2))
         found.append(
             Diagnosis(
@@ -382,7 +420,9 @@ def metric_diagnoses(obs: Observation, cfg: EngineConfig) -> list[Diagnosis]:
 def report_json(
     obs: Observation | None, cfg: EngineConfig, diagnoses: list[Diagnosis]
 ) -> dict[str, Any]:
+    verdict = "problems" if diagnoses else ("healthy" if obs else "no_evidence")
     return {
+        "verdict": verdict,
         "config": asdict(cfg),
         "observation": asdict(obs) if obs else None,
         "kv_cap": kv_cap(obs) if obs else None,
@@ -416,9 +456,17 @@ def report_text(
             f"max-num-batched-tokens {cfg.max_num_batched_tokens or '?'}, chunked prefill "
             f"{ {True: 'on', False: 'off', None: '?'}[cfg.enable_chunked_prefill] }",
         ]
+    if obs and obs.notes:
+        lines += [f"    note: {n}" for n in obs.notes]
     lines.append("")
-    if not diagnoses:
+    if not diagnoses and obs:
         lines.append("  Healthy: no preemption, no queueing, latency tails in proportion.")
+    elif not diagnoses:
+        # Logs show start-up failures only; their silence says nothing about a live server.
+        lines.append(
+            "  No evidence: the logs show no start-up failure, and without --endpoint there "
+            "are no live signals to judge the server by."
+        )
     for i, d in enumerate(diagnoses, start=1):
         lines.append(f"  {i}. {d.title}")
         lines += [f"     - {e}" for e in d.evidence]

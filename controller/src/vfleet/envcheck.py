@@ -1,6 +1,7 @@
 """Everything `vfleet deploy` reads from an environment, checked before a host is touched:
-group_vars (deploy variables by schema, role variables by the roles' own argument specs),
-the inventories (static and Terraform's), the secrets and the SSH host keys.
+group_vars (deploy variables by the models in vfleet.spec.deploy, role variables by the
+roles' own argument specs), the inventories (static and Terraform's), the model named by
+vfleet_model, the secrets (by name and by value) and the SSH host keys.
 
 Pure checks over parsed documents, plus small readers; the pipeline and `vfleet validate`
 call `check_environment` first, so bad input ends in exit code 2 and one line.
@@ -16,6 +17,10 @@ from typing import Any
 
 from vfleet import schema
 from vfleet.errors import UserError
+from vfleet.spec import deploy as spec
+from vfleet.spec.files import Vaulted, load_yaml
+
+ROOT = Path(__file__).resolve().parents[3]
 
 # The role-named groups the playbooks run on; an inventory without one would skip a stage.
 ROLE_GROUPS = (
@@ -31,7 +36,7 @@ ROLE_GROUPS = (
 )
 # Variables that hold secrets: allowed only vaulted, templated (from a file) or empty.
 SECRET_VARS = ("vllm_hf_token", "vllm_launch_api_key", "loadtest_api_key")
-WORKLOAD_PRESETS = ("chat", "rag", "batch")
+WORKLOAD_PRESETS = spec.WORKLOAD_PRESETS
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,8 @@ class Environment:
 
 
 def read_group_vars(inventory_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
-    """Merge group_vars/all.yml and group_vars/all/*.yml; also name each variable's file."""
+    """Merge group_vars/all.yml and group_vars/all/*.yml; also name each variable's file.
+    Each file's deploy variables are checked here, where its lines are known."""
     gv = inventory_dir / "group_vars"
     files = [gv / "all.yml"] if (gv / "all.yml").is_file() else []
     files += sorted((gv / "all").glob("*.yml")) if (gv / "all").is_dir() else []
@@ -68,11 +74,14 @@ def read_group_vars(inventory_dir: Path) -> tuple[dict[str, Any], dict[str, str]
     merged: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for path in files:
-        doc = schema.load_yaml(path, "group_vars")
+        document = load_yaml(path, "group_vars")
+        doc = document.data
         if doc is None:
             continue
         if not isinstance(doc, dict):
             raise UserError(f"{path}: must be a mapping of variable: value")
+        spec.check_deploy_vars(document)
+        spec.check_no_plain_secrets(document)
         for key, value in doc.items():
             merged[str(key)] = value
             origin[str(key)] = str(path)
@@ -83,7 +92,11 @@ def check_group_vars(values: dict[str, Any], origin: dict[str, str], roles_dir: 
     source = _source(origin, values)
     if not values.get("vfleet_model"):
         raise UserError(f"{source}: vfleet_model is not set: name the model to deploy")
-    schema.check(values, "deploy_vars", source)
+    if not values.get("vfleet_model_dir_on_hosts"):
+        raise UserError(
+            f"{source}: vfleet_model_dir_on_hosts is not set: give the model folder's absolute "
+            "path on the GPU hosts (e.g. /srv/models/DeepSeek-V3)"
+        )
     by_file: dict[str, dict[str, Any]] = {}
     for key, value in values.items():
         by_file.setdefault(origin.get(key, source), {})[key] = value
@@ -143,9 +156,10 @@ def _check_workload(values: dict[str, Any], origin: dict[str, str]) -> None:
 
 
 def read_inventory(path: Path) -> dict[str, Any]:
-    doc = schema.load_yaml(path, "inventory")
-    schema.check(doc, "inventory", str(path))
-    return doc
+    document = load_yaml(path, "inventory")
+    spec.check_inventory(document)
+    spec.check_no_plain_secrets(document)
+    return document.data
 
 
 def _walk(group: dict[str, Any] | None, name: str, parents: tuple[str, ...], out: dict) -> None:
@@ -229,6 +243,7 @@ def check_inventories(
         )
     hosts = hosts_of(docs)
     seen: dict[tuple[str, int], str] = {}
+    private_seen: dict[str, str] = {}
     for host in hosts:
         key = (host.address, host.port)
         if key in seen:
@@ -236,6 +251,14 @@ def check_inventories(
                 f"{host.source}: hosts {seen[key]} and {host.name} are both "
                 f"{host.address}:{host.port}: list each machine once"
             )
+        private = host.vars.get("vfleet_private_address")
+        if private and not spec.is_templated(private):
+            if private in private_seen:
+                raise UserError(
+                    f"{host.source}: hosts {private_seen[private]} and {host.name} both have "
+                    f"vfleet_private_address {private}: give each host its own"
+                )
+            private_seen[private] = host.name
         seen[key] = host.name
         if host.vars.get("vfleet_gpu"):
             from vfleet.gpus import resolve_gpu
@@ -290,13 +313,51 @@ def check_vault_password(vaulted: bool) -> None:
 
 
 def has_vaulted(value: Any) -> bool:
-    if isinstance(value, schema.Vaulted):
+    if isinstance(value, Vaulted):
         return True
     if isinstance(value, dict):
         return any(has_vaulted(v) for v in value.values())
     if isinstance(value, list):
         return any(has_vaulted(v) for v in value)
     return False
+
+
+# ---- what deploy reads on the controller -------------------------------------------------
+
+
+def check_model(env: str, values: dict[str, Any], origin: dict[str, str]) -> None:
+    """vfleet_model resolves as `vfleet plan --model` will resolve it, so an unknown id stops
+    here and not after Terraform. The local default's tiny model is made by the deploy."""
+    from vfleet.catalog import load_model
+
+    model = values.get("vfleet_model")
+    if not isinstance(model, str) or spec.is_templated(model):
+        return
+    path = Path(model).expanduser()
+    if env == "local" and path.is_absolute() and not path.exists():
+        return
+    try:
+        load_model(model)
+    except UserError as exc:
+        raise UserError(
+            f"{origin.get('vfleet_model', 'group_vars')}: vfleet_model: {exc}"
+        ) from None
+
+
+def check_api_key_file(
+    env: str, values: dict[str, Any], origin: dict[str, str], root: Path
+) -> None:
+    """The API key file's mode, as deploy checks it; the local default makes it on first
+    use, so a missing one is fine there."""
+    name = values.get("vfleet_api_key_file")
+    if not isinstance(name, str) or not name or spec.is_templated(name):
+        return
+    path = Path(name) if Path(name).is_absolute() else root / name
+    if env == "local" and not path.exists():
+        return
+    check_secret_file(
+        path, f"API key file (vfleet_api_key_file in {origin['vfleet_api_key_file']})"
+    )
 
 
 # ---- the whole environment ----------------------------------------------------------------
@@ -316,6 +377,9 @@ def check_environment(
     check_group_vars(values, origin, roles_dir)
     vaulted = has_vaulted(values)
     check_vault_password(vaulted)
+    root = inventory_dir.parents[1] if inventory_dir.parent.name == "inventories" else ROOT
+    check_model(env, values, origin)
+    check_api_key_file(env, values, origin, root)
     static = inventory_dir / "hosts.yml"
     docs = [(str(static), read_inventory(static))]
     docs += [(str(p), read_inventory(p)) for p in extra_inventories or [] if p.is_file()]

@@ -14,40 +14,13 @@ the kernel picks towards the cluster); measurements under `bandwidth`; `probe_fa
 `errors`. Parsing happens here, on the controller, so it is tested against real captures.
 
 `normalize(raw)` turns that into the normalised facts (schema `vfleet.facts/1`); a file
-that already holds normalised facts is taken as is, so facts can be written by hand:
-
-    host, address           inventory name; the address peers reach it at
-    gpus                    [{index, name, uuid, pci_bus_id, architecture,
-                              memory_total_mib, memory_used_mib, memory_reserved_mib,
-                              module_id, fabric: {state, status, clique_id, cluster_uuid,
-                              health}}]
-    gpu_name, gpu_count     nvidia-smi product name (e.g. "NVIDIA H200"); GPUs on the host
-    gpu_memory_total_mib    smallest FB total over the GPUs (nvidia-smi, MiB)
-    gpu_memory_used_mib     largest FB used over the GPUs (held by other processes)
-    topology                {intra_link: nvswitch | nvlink-pairs | pcie | none (one GPU)
-                             | null (topo -m not captured),
-                             reason, matrix: {GPUi: {GPUj: X|NV#|PIX|PXB|PHB|NODE|SYS}},
-                             gpu_nic: {GPUi: {mlx5_0: PIX, ...}}, nics: [names],
-                             cpu_affinity, numa_affinity, gpu_numa_id: {GPUi: text}}
-    nvlink                  {links_per_gpu, link_GBps, per_gpu_GBps, source}
-    fabric                  {state, status, clique_id, cluster_uuid, health, multi_node}
-    nvswitch                NVSwitch on the host (PCI bridges) or in the rack (fabric)
-    nvswitch_devices        NVSwitch PCI bridges seen on the host
-    fabric_manager          nvidia-fabricmanager is active
-    hcas                    [{name, port, state, phys_state, rate, rate_gbps, link_layer,
-                              netdevs, roce_gid_index, gids: [{index, gid, type, ndev}]}]
-    nics                    [{name, speed_mbps (-1 unknown), operstate, mtu, mac, ipv4,
-                              virtual, default_route, cluster_route, rdma_device}]
-    bootstrap_interface     the NIC peers reach (NCCL/GLOO_SOCKET_IFNAME)
-    cpu                     {architecture, model, sockets, cores_per_socket,
-                             threads_per_core, cpus, numa_nodes, numa_cpus,
-                             numa_memory_mib}
-    host_memory_mib         MemTotal
-    driver_version, cuda_version, nccl_version
-    vllm                    {version, flags: [--flag, ...]}
-    bandwidth               {intra_allreduce_busbw_GBps, inter_allreduce_busbw_GBps,
-                             iperf3_Gbps: {peer: Gbit/s}, backend}
-    probe_failed, errors, notes
+that already holds normalised facts is checked and taken as is, so facts can be written by
+hand. The model `vfleet.spec.facts.FactsModel` is the schema: its field docstrings say what
+each key holds (host, address, gpus, gpu_name, gpu_count, topology, nvlink, fabric, hcas,
+nics, bootstrap_interface, cpu, versions, vllm, bandwidth, probe_failed, errors, notes), and
+vfleet/schemas/facts.schema.json is generated from it. Both what `normalize` builds and
+what a hand-written file holds pass through that model, so every problem is one line naming
+the file, the field and what it should hold.
 
 `cluster_from_facts_dir(path, allow_partial=False)` builds the ClusterSpec: one Node per
 file (name = host; ib_hcas = the active RDMA ports of the fabric's link layer, less the
@@ -95,9 +68,11 @@ from typing import Any
 from vfleet.cluster import ClusterSpec, InterNode, IntraNode, Node
 from vfleet.errors import UserError
 from vfleet.gpus import Gpu, resolve_gpu
+from vfleet.spec.facts import FACTS_SCHEMA, FactsModel
+from vfleet.spec.files import Document, parse_json, read_text
+from vfleet.spec.validate import validate
 
 PROBE_SCHEMA = "vfleet.probe/1"
-FACTS_SCHEMA = "vfleet.facts/1"
 
 # Most NVLinks one GPU has (H100/H200/B200: 18). A direct mesh splits them among its peers,
 # so more links per pair x peers than this means the pairs meet in an NVSwitch.
@@ -112,6 +87,7 @@ LINK_RANK = {"pcie": 0, "nvlink-pairs": 1, "nvswitch": 2}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _ZERO_UUID = re.compile(r"^[0-]+$")
+_VLLM_FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*")
 
 
 # ---------------------------------------------------------------- nvidia-smi -q -x
@@ -527,13 +503,15 @@ def parse_meminfo_mib(text: str | None) -> int | None:
 
 
 def parse_vllm_flags(help_text: str) -> list[str]:
-    """The long options `vllm serve --help=all` defines (not the ones its prose mentions)."""
+    """The long options `vllm serve --help=all` defines (not the ones its prose mentions);
+    only the lowercase dashed form vLLM uses, which is what the facts model accepts."""
     flags = set()
     for line in help_text.splitlines():
         if not re.match(r"^\s{2,}-", line):
             continue
         spec = re.split(r"\s{2,}", line.strip())[0]
-        flags.update(re.findall(r"(?<![\w-])--[A-Za-z0-9][A-Za-z0-9._-]*", spec))
+        found = re.findall(r"(?<![\w-])--[A-Za-z0-9][A-Za-z0-9._-]*", spec)
+        flags.update(f for f in found if _VLLM_FLAG.fullmatch(f))
     return sorted(flags)
 
 
@@ -615,10 +593,28 @@ def _bootstrap(
     return (candidates[0] if len(candidates) == 1 else None), None
 
 
-def normalize(raw: dict[str, Any], host: str | None = None) -> dict[str, Any]:
-    """One host's facts in the normalised schema (module docstring) from the collector JSON."""
+def normalize(
+    raw: dict[str, Any], host: str | None = None, source: str | None = None
+) -> dict[str, Any]:
+    """One host's facts in the normalised schema (vfleet.spec.facts.FactsModel), from the
+    collector JSON or from facts already normalised; `source` names the file in errors."""
     if raw.get("schema") == FACTS_SCHEMA:
-        return {**raw, "host": raw.get("host") or host}
+        facts = {**raw, "host": raw.get("host") or host}
+        validate(FactsModel, Document(facts, source or f"facts for host {facts['host']}"))
+        return facts
+    if raw.get("schema") != PROBE_SCHEMA:
+        raise UserError(
+            f"{source or 'probe facts'}: schema is {raw.get('schema')!r}: write "
+            f"{FACTS_SCHEMA!r} for normalised facts, or rerun the probe (it writes "
+            f"{PROBE_SCHEMA!r})"
+        )
+    facts = _from_probe(raw, host)
+    # vfleet built these, but from text the host printed: a bad value stops here, named.
+    validate(FactsModel, Document(facts, f"{source or 'facts'} (from the probe output)"))
+    return facts
+
+
+def _from_probe(raw: dict[str, Any], host: str | None) -> dict[str, Any]:
     host = str(raw.get("host") or host or "?")
     errors = [str(e) for e in raw.get("errors") or []]
     notes: list[str] = []
@@ -656,9 +652,9 @@ def normalize(raw: dict[str, Any], host: str | None = None) -> dict[str, Any]:
     except (KeyError, TypeError, ValueError) as exc:
         raise bad(f"sysfs records are malformed ({exc!r})") from None
     nvswitch_devices = [
-        d.get("address")
+        d["address"]
         for d in sysfs.get("pci_nvidia") or []
-        if str(d.get("class", "")).lower().startswith("0x0680")
+        if str(d.get("class", "")).lower().startswith("0x0680") and d.get("address")
     ]
     fm_state = (_command(raw, "fabricmanager") or "").strip()
     fabric_manager = fm_state == "active"
@@ -765,25 +761,16 @@ def normalize(raw: dict[str, Any], host: str | None = None) -> dict[str, Any]:
 # ---------------------------------------------------------------- facts dir -> ClusterSpec
 
 
-def _need(facts: dict[str, Any], key: str, kind: type) -> Any:
-    value = facts.get(key)
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise UserError(
-            f"facts for host {facts.get('host', '?')}: field {key} is missing or not a "
-            f"{kind.__name__}: rerun the topology probe on it"
-        )
-    return value
-
-
 def load_facts_file(path: Path) -> dict[str, Any]:
-    """One facts file, normalised; the host defaults to the file name."""
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"facts file {path} is not JSON ({exc}): rerun the probe") from None
+    """One facts file, normalised and checked; the host defaults to the file name."""
+    raw = parse_json(read_text(path, "facts file"), str(path)).data
     if not isinstance(raw, dict):
-        raise UserError(f"facts file {path} must hold one JSON object per host")
-    return normalize(raw, host=path.stem)
+        kind = {list: "an array", str: "a string", bool: "a boolean"}.get(type(raw), "a number")
+        raise UserError(
+            f"facts file {path} must hold one JSON object per host, not "
+            f"{'null' if raw is None else kind}: rerun the probe or fix the file"
+        )
+    return normalize(raw, host=path.stem, source=str(path))
 
 
 def _active_rails(facts: dict[str, Any], link_layer: str) -> list[dict[str, Any]]:
@@ -854,23 +841,22 @@ def _missing_bandwidth(host: str, what: str, how: str) -> UserError:
 
 
 def _node(facts: dict[str, Any], allow_partial: bool) -> Node:
-    host = _need(facts, "host", str)
+    host = facts["host"]
     if facts.get("probe_failed") and not allow_partial:
-        errors = "; ".join(facts.get("errors") or []) or "no reason recorded"
+        errors = " ".join("; ".join(facts.get("errors") or []).split()) or "no reason recorded"
         raise UserError(
             f"facts for host {host}: the probe failed ({errors}): fix that and rerun the "
             "probe, or pass allow_partial to plan on what it did collect"
         )
-    count = _need(facts, "gpu_count", int)
+    count = facts["gpu_count"]
     if count <= 0:
-        why = "; ".join(facts.get("errors") or []) or "nvidia-smi listed no GPU"
+        why = " ".join("; ".join(facts.get("errors") or []).split()) or "nvidia-smi listed no GPU"
         raise UserError(
             f"facts for host {host}: field gpu_count is 0 ({why}): check the driver with "
             "`nvidia-smi` on the host and rerun the probe"
         )
-    gpu_name = _need(facts, "gpu_name", str)
     try:
-        gpu = resolve_gpu(gpu_name)
+        gpu = resolve_gpu(facts["gpu_name"])
     except UserError as exc:
         raise UserError(f"facts for host {host}: field gpu_name: {exc}") from None
     used = facts.get("gpu_memory_used_mib") or 0
@@ -982,13 +968,14 @@ def _vllm(hosts: list[dict[str, Any]]) -> tuple[str | None, tuple[str, ...]]:
 
 
 def cluster_from_facts(hosts: Sequence[dict[str, Any]], allow_partial: bool = False) -> ClusterSpec:
-    """The ClusterSpec from normalised facts, one dict per host."""
+    """The ClusterSpec from normalised facts, one dict per host, as `normalize` or
+    `load_facts_file` return them (checked by the facts model)."""
     hosts = list(hosts)
     if not hosts:
         raise UserError("no probe facts given: run the topology probe first")
     seen: set[str] = set()
     for facts in hosts:
-        host = _need(facts, "host", str)
+        host = facts["host"]
         if host in seen:
             raise UserError(f"facts for host {host} appear twice: keep one file per host")
         seen.add(host)

@@ -9,10 +9,15 @@ has had, newest first, so one parser serves 0.8 through 0.33:
 - queue time: vllm:request_queue_time_seconds (V0: vllm:time_in_queue_requests).
 Series with several engines (label engine="0", "1", ...) are summed (counters, gauges of
 requests) or averaged (usage), and histograms are merged bucket by bucket.
+
+A value that is not a finite, non-negative number (NaN, +Inf, -3) is no measurement of any
+of these signals: its series is left out and the snapshot's `notes` say so, so a broken
+exporter shows in the report instead of steering the diagnosis.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass, field
@@ -75,6 +80,7 @@ class Snapshot:
     cache_config: dict[str, str] = field(default_factory=dict)
     metric_names: set[str] = field(default_factory=set)
     engines: int = 1
+    notes: list[str] = field(default_factory=list)  # series left out, and why
 
     def get(self, key: str, default: float = 0.0) -> float:
         return self.values.get(key, default)
@@ -97,31 +103,61 @@ def _parse_lines(text: str) -> list[tuple[str, dict[str, str], float]]:
     return rows
 
 
-def parse(texts: list[str]) -> Snapshot:
-    """Merge the /metrics texts of several endpoints into one snapshot."""
+def _bound(le: str) -> float | None:
+    """A bucket's upper bound, or None when it is not a number Prometheus writes."""
+    try:
+        bound = float(le)
+    except ValueError:
+        return None
+    return None if math.isnan(bound) or bound < 0 else bound
+
+
+def parse(texts: list[str], sources: list[str] | None = None) -> Snapshot:
+    """Merge the /metrics texts of several endpoints into one snapshot; `sources` names
+    each text in errors (its endpoint)."""
     snap = Snapshot()
     samples: dict[str, list[float]] = {}  # plain series by name, across engines
     buckets: dict[str, dict[float, float]] = {}  # histogram base -> bound -> cumulative
+    broken: dict[str, str] = {}  # series name -> the first bad value seen
     engines: set[tuple[int, str]] = set()
     for index, text in enumerate(texts):
-        for name, labels, value in _parse_lines(text):
+        rows = _parse_lines(text)
+        if not any(name.startswith("vllm:") for name, _, _ in rows):
+            where = sources[index] if sources else "the endpoint"
+            raise UserError(
+                f"{where}/metrics has no vllm: series: point --endpoint at a vLLM API "
+                "server (http://HOST:PORT), and check it is the right port"
+            )
+        for name, labels, value in rows:
             snap.metric_names.add(name)
             if not name.startswith("vllm:"):
                 continue
             engines.add((index, labels.get("engine", "0")))
             if name == "vllm:cache_config_info":
                 snap.cache_config = labels
+                continue
+            base = name.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")
+            if not math.isfinite(value) or value < 0:
+                broken.setdefault(base, f"{value:g}")
             elif name.endswith("_bucket") and "le" in labels:
-                bound = float("inf") if labels["le"] == "+Inf" else float(labels["le"])
-                per = buckets.setdefault(name[: -len("_bucket")], {})
+                bound = _bound(labels["le"])
+                if bound is None:
+                    broken.setdefault(base, f"le={labels['le'][:20]!r}")
+                    continue
+                per = buckets.setdefault(base, {})
                 per[bound] = per.get(bound, 0.0) + value
             else:
                 samples.setdefault(name, []).append(value)
-    if not any(n.startswith("vllm:") for n in snap.metric_names):
-        raise UserError(
-            "the endpoint's /metrics has no vllm: series: point --endpoint at a vLLM API "
-            "server (http://HOST:PORT), and check it is the right port"
-        )
+    for key, values in buckets.items():
+        cumulative = [c for _, c in sorted(values.items())]
+        if any(b < a for a, b in itertools.pairwise(cumulative)):
+            broken.setdefault(key, "buckets that are not cumulative")
+    for base, bad in sorted(broken.items()):
+        # The whole series goes: a histogram missing one bucket gives wrong quantiles.
+        buckets.pop(base, None)
+        for suffix in ("", "_count", "_sum"):
+            samples.pop(base + suffix, None)
+        snap.notes.append(f"{base} ignored: {bad} is not a finite, non-negative measurement")
     for key, names in NAMES.items():
         present = next((n for n in names if n in samples), None)  # newest name wins
         if present:

@@ -1,17 +1,21 @@
 """A model's shape, normalised from a Hugging Face config.json.
 
 Only the fields the budget needs are kept; everything else in the config is ignored. Missing
-fields that the math cannot do without raise UserError naming the field.
+fields that the math cannot do without raise UserError naming the field. Every number read
+is first checked for type and range (`_check_config`): a config with 10**7 layers would
+otherwise hang the per-layer loops, and a string where a number belongs would be a traceback.
 """
 
 from __future__ import annotations
 
-import json
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vfleet.errors import UserError
+from vfleet.spec.files import parse_json, read_text
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp16": 2, "bf16": 2, "half": 2}
 
@@ -193,6 +197,130 @@ def _chunked_layers(cfg: dict[str, Any], num_layers: int) -> tuple[int, ...]:
     return tuple(i for i in range(num_layers) if flags[i])
 
 
+# What each number spec_from_config reads may be: (lowest, highest), whole numbers only. The
+# ceilings sit far above any released model and far below what would stall a loop.
+_LAYERS, _WIDTH, _HEADS, _DIM = (1, 1024), (0, 10_000_000), (1, 4096), (0, 1_000_000)
+_TEXT_BOUNDS: dict[str, tuple[int, int]] = {
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), _LAYERS),
+    **dict.fromkeys(("hidden_size", "n_embd", "d_model"), (1, 1_000_000)),
+    **dict.fromkeys(("num_attention_heads", "n_head"), _HEADS),
+    **dict.fromkeys(("num_key_value_heads", "n_head_kv", "num_kv_heads"), _HEADS),
+    "head_dim": (0, 65_536),
+    "vocab_size": (1, 10_000_000),
+    **dict.fromkeys(("n_routed_experts", "num_local_experts", "num_experts"), (0, 4096)),
+    **dict.fromkeys(("n_shared_experts", "num_shared_experts"), (0, 4096)),
+    **dict.fromkeys(("num_experts_per_tok", "experts_per_token"), (0, 4096)),
+    **dict.fromkeys(
+        (
+            "intermediate_size",
+            "n_inner",
+            "moe_intermediate_size",
+            "shared_expert_intermediate_size",
+            "intermediate_size_mlp",
+        ),
+        _WIDTH,
+    ),
+    **dict.fromkeys(
+        ("max_position_embeddings", "n_positions", "max_sequence_length"), (1, 100_000_000)
+    ),
+    **dict.fromkeys(
+        (
+            "kv_lora_rank",
+            "q_lora_rank",
+            "qk_rope_head_dim",
+            "qk_nope_head_dim",
+            "v_head_dim",
+            "index_head_dim",
+            "o_lora_rank",
+        ),
+        _DIM,
+    ),
+    **dict.fromkeys(("index_n_heads", "o_groups", "hc_mult"), (0, 4096)),
+    **dict.fromkeys(("index_topk", "sliding_window", "attention_chunk_size"), (0, 100_000_000)),
+    "num_nextn_predict_layers": (0, 1024),
+    **dict.fromkeys(("first_k_dense_replace", "max_window_layers"), (0, 1_000_000)),
+    **dict.fromkeys(
+        (
+            "moe_layer_freq",
+            "decoder_sparse_step",
+            "interleave_moe_layer_step",
+            "sliding_window_pattern",
+            "no_rope_layer_interval",
+        ),
+        (0, 1024),
+    ),
+}
+_VISION_BOUNDS: dict[str, tuple[int, int]] = {
+    **dict.fromkeys(("hidden_size", "embed_dim", "width"), (0, 1_000_000)),
+    **dict.fromkeys(("num_hidden_layers", "depth", "layers"), (0, 1024)),
+    "intermediate_size": _WIDTH,
+    "patch_size": (0, 4096),
+    **dict.fromkeys(("num_channels", "in_channels"), (0, 64)),
+}
+# Lists of whole numbers, lists of names, and mappings the shape code walks.
+_INT_LISTS = ("compress_ratios", "mlp_only_layers", "no_rope_layers")
+_STR_LISTS = ("architectures", "layer_types")
+_MAPPINGS = ("quantization_config", "compress_rates")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _whole(value: Any, low: int, high: int) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
+        return False
+    return low <= value <= high
+
+
+def _check_section(cfg: Mapping[str, Any], where: str, prefix: str, text: bool) -> None:
+    def fail(key: str, what: str, value: Any) -> UserError:
+        return UserError(f"{where}: {prefix}{key}: {what}, got {_shown(value)}: fix config.json")
+
+    for key, (low, high) in (_TEXT_BOUNDS if text else _VISION_BOUNDS).items():
+        value = cfg.get(key)
+        if value is not None and not _whole(value, low, high):
+            raise fail(key, f"must be a whole number from {low:,} to {high:,}", value)
+    if not text:
+        return
+    for key in _INT_LISTS:
+        value = cfg.get(key)
+        if value is not None and not (
+            isinstance(value, list) and all(_whole(v, 0, 1_000_000) for v in value)
+        ):
+            raise fail(key, "must be a list of whole numbers", value)
+    for key in _STR_LISTS:
+        value = cfg.get(key)
+        if value is not None and not (
+            isinstance(value, list) and all(isinstance(v, str) for v in value)
+        ):
+            raise fail(key, "must be a list of names", value)
+    for key in _MAPPINGS:
+        value = cfg.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            raise fail(key, "must be a JSON object", value)
+    rates = cfg.get("compress_rates") or {}
+    for rate in rates.values():
+        if not _whole(rate, 0, 1_000_000):
+            raise fail("compress_rates", "must map layer types to whole numbers", rate)
+
+
+def _check_config(raw: Mapping[str, Any], name: str) -> None:
+    """Refuse a config whose numbers the shape code cannot use, before any loop runs."""
+    where = f"model config {name}"
+    if not name.endswith(".json") and Path(name).is_dir():
+        where = f"model config {Path(name) / 'config.json'}"
+    _check_section(raw, where, "", text=True)
+    for key in ("text_config", "llm_config", "language_config"):
+        if isinstance(raw.get(key), Mapping):
+            _check_section(raw[key], where, f"{key}.", text=True)
+    if isinstance(raw.get("vision_config"), Mapping):
+        _check_section(raw["vision_config"], where, "vision_config.", text=False)
+
+
 def _norm_dtype(raw: Any) -> str:
     dtype = str(raw or "bfloat16").replace("torch.", "")
     return dtype if dtype in DTYPE_BYTES else "bfloat16"
@@ -202,6 +330,7 @@ def spec_from_config(raw: dict[str, Any], name: str = "model") -> ModelSpec:
     """Build a ModelSpec from a parsed config.json dictionary."""
     if not isinstance(raw, dict):
         raise UserError(f"model config {name} is not a JSON object: pass a Hugging Face config")
+    _check_config(raw, name)
     cfg = _text_config(raw)
     arch_list = raw.get("architectures") or cfg.get("architectures") or ["unknown"]
     architecture = str(arch_list[0])
@@ -295,9 +424,9 @@ def spec_from_config(raw: dict[str, Any], name: str = "model") -> ModelSpec:
 
 def load_config_file(path: Path) -> dict[str, Any]:
     target = path / "config.json" if path.is_dir() else path
-    if not target.is_file():
+    if not target.exists():
         raise UserError(f"no config.json at {path}: pass a model folder or a config.json file")
-    try:
-        return json.loads(target.read_text())
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{target} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    data = parse_json(read_text(target, "model config"), str(target)).data
+    if not isinstance(data, dict):
+        raise UserError(f"model config {target} is not a JSON object: pass a Hugging Face config")
+    return data

@@ -505,6 +505,9 @@ def deploy(
             if probe_only:
                 print_summary(ctx, [])
                 return 0
+        # No earlier render: nothing of this deployment serves yet, so no replica has to
+        # keep serving while another restarts, and every host starts at once.
+        first_launch = not (ctx.artifacts / "launch" / "endpoints.json").is_file()
         plan_facts = planning_facts(ctx, command, allow_partial)
         plan = plan_and_render(ctx, plan_facts, allow_partial)
         if plan_only:
@@ -518,9 +521,10 @@ def deploy(
         whole = any(len(e["hosts"]) > 1 for e in spans["endpoints"])
         _playbook(
             ctx,
-            "launch and verify (health + completion)",
+            "launch and verify (health + completion)"
+            + (": first launch, every host at once" if first_launch else ""),
             "launch.yml",
-            {"vfleet_launch_serial": "100%" if whole else 1},
+            {"vfleet_launch_serial": "100%" if whole or first_launch else 1},
         )
         _playbook(ctx, "load test", "loadtest.yml")
         endpoints = json.loads((ctx.artifacts / "launch" / "endpoints.json").read_text())

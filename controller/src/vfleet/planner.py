@@ -407,7 +407,9 @@ def parse_layout(text: str) -> Candidate:
 def plan(inputs: PlanInputs, only: Candidate | None = None) -> list[Evaluated]:
     """All candidates, best first (rejected ones last, each with its reason). With `only`,
     just that layout, refused with its reason if a rule or the memory forbids it."""
-    util = inputs.gpu_memory_utilization or gpu_memory_utilization(inputs.cluster, inputs.traits)
+    util = inputs.gpu_memory_utilization
+    if util is None:  # 0 is refused by the budget, not replaced by the default
+        util = gpu_memory_utilization(inputs.cluster, inputs.traits)
     kv = inputs.kv_cache_dtype or kv_cache_dtype(inputs.spec, inputs.cluster)
     inputs = replace(inputs, gpu_memory_utilization=util, kv_cache_dtype=kv)
     if only is not None:

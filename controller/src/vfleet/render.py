@@ -1,7 +1,12 @@
 """Per-host launch artifacts from a plan: launch.sh, vllm.env and systemd units per engine,
 plus endpoints.json and firewall.json (vfleet.firewall: the ports each host needs open, and
 from whom). Pure: a plan document, a cluster spec, options and a flag set in; file contents
-out. Writing them to disk is the CLI's job.
+out. Writing them to disk is vfleet.render_write's job.
+
+Inert by construction: host names and engine ids are RFC 1123 labels before they become
+file or unit names, every value reaches a file through its format's filter
+(vfleet.render_formats), and operator extras (`--extra-arg`, `--env`) may not set what vfleet
+owns (vfleet.spec.render).
 
 Launch modes, chosen per engine from where its ranks sit:
 - single: every rank on one host;
@@ -17,9 +22,9 @@ Independent replicas are simply several engines, one endpoint each.
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass, field
 from functools import cache
+from types import SimpleNamespace
 from typing import Any
 
 from vfleet import speculative
@@ -28,6 +33,9 @@ from vfleet.errors import UserError
 from vfleet.firewall import exposure
 from vfleet.flags import FlagSet, recorded_versions
 from vfleet.flags import flag_set as registry_flag_set
+from vfleet.render_formats import check_unit_path, environments
+from vfleet.spec.render import check_env, check_extra_args
+from vfleet.spec.values import check_address, check_label
 from vfleet.versions import parse_version
 
 MP_MULTINODE = (0, 11, 1)
@@ -88,10 +96,6 @@ class Flag:
     name: str
     value: str | None = None
     why: str = ""
-
-    @property
-    def text(self) -> str:
-        return self.name if self.value is None else f"{self.name} {shlex.quote(self.value)}"
 
     def argv(self) -> list[str]:
         return [self.name] if self.value is None else [self.name, self.value]
@@ -253,10 +257,15 @@ def _common_flags(f: _Flags, plan: dict[str, Any], opts: RenderOptions) -> None:
         conf = speculative.speculative_config(
             sp, str(plan.get("model_type") or ""), parse_version(f.version), path
         )
-        # JSON, one argument: Flag.text shell-quotes it.
+        # JSON, one argument: the template shell-quotes it.
         f.add("--speculative-config", conf, f"plan: speculative decoding ({sp['method']})")
     if plan.get("model_type") == "deepseek_v4":
         f.add("--trust-remote-code", None, "DeepSeek V4 ships its own code")
+
+
+QUIET_ENV = (("HF_HUB_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1"))
+ALL2ALL_ENV = "VLLM_ALL2ALL_BACKEND"  # before vLLM 0.11.1's --all2all-backend
+LAUNCH_ENV = ("VLLM_BIN", "VLLM_API_KEY")  # launch.sh reads or sets them
 
 
 def _engine_env(
@@ -264,14 +273,57 @@ def _engine_env(
 ) -> list[tuple[str, str]]:
     env = [("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in sorted(gpus)))]
     env += _network_env(node, multi, cluster.inter_node.fabric)
-    env += [("HF_HUB_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1")]
+    env += list(QUIET_ENV)
     return env + list(opts.extra_env)
+
+
+@cache
+def vfleet_env_names() -> frozenset[str]:
+    """Every variable vfleet sets for some engine: `--env` may not override them. Taken
+    from the code that sets them, fed a node that has every probe field."""
+    node: Any = SimpleNamespace(
+        address="10.0.0.1", bootstrap_interface="eth0", ib_hcas=("mlx5_0",), roce_gid_index=3
+    )
+    opts = RenderOptions(model_path="/m", served_model_name="m")
+    cluster: Any = SimpleNamespace(inter_node=SimpleNamespace(fabric="roce"))
+    names = {key for key, _ in _engine_env(node, True, cluster, [0], opts)}
+    return frozenset(names | {ALL2ALL_ENV, *LAUNCH_ENV})
+
+
+def _check_names(plan: dict[str, Any], cluster: ClusterSpec) -> None:
+    """Host names, engine ids and addresses become paths, unit names and unit text."""
+    for node in cluster.nodes:
+        try:
+            check_label(node.name)
+        except ValueError as exc:
+            raise UserError(
+                f"host name {node.name[:70]!r} {exc}: rename it in the cluster spec (it "
+                "becomes a directory and a unit name)"
+            ) from None
+        try:
+            if node.address is not None:
+                check_address(node.address)
+        except ValueError as exc:
+            raise UserError(
+                f"host {node.name}: address {node.address[:70]!r} {exc}: fix the cluster spec"
+            ) from None
+    for host in plan["hosts"]:
+        for replica in host["engines"]:
+            try:
+                check_label(f"engine-{replica}")
+            except ValueError as exc:
+                raise UserError(
+                    f"plan engine id {replica[:60]!r}: engine-{replica[:60]} {exc}: "
+                    "re-run `vfleet plan --out`"
+                ) from None
 
 
 def render(
     plan: dict[str, Any], cluster: ClusterSpec, opts: RenderOptions, flags: FlagSet
 ) -> Rendered:
     check_plan_matches_cluster(plan, cluster)
+    _check_names(plan, cluster)
+    check_env(opts.extra_env, vfleet_env_names())
     version = plan.get("vllm_version") or flags.version
     v = parse_version(version)
     nodes = {n.name: n for n in cluster.nodes}
@@ -309,6 +361,14 @@ def render(
                 )
             mode = "mp"
         modes[replica] = mode
+        if mode == "ray":
+            try:
+                check_unit_path(opts.ray_bin)
+            except ValueError as exc:
+                raise UserError(
+                    f"--vllm-bin {opts.vllm_bin[:60]!r}: Ray mode starts {opts.ray_bin[:60]!r} "
+                    f"from a systemd unit, and that path {exc}: install vLLM under a plainer path"
+                ) from None
         head_name = placement[0][0]
         head = nodes[head_name]
         port = next_port[head_name]
@@ -391,6 +451,8 @@ def render(
                 if mode == "ray":
                     f.add("--distributed-executor-backend", "ray", "engine spans a Ray cluster")
             engine.flags = f.out
+            if engine.runs_vllm:
+                check_extra_args(opts.extra_args, flags, version, (x.name for x in f.out))
             hosts[host_name].engines.append(engine)
         endpoints.append(
             {
@@ -412,16 +474,7 @@ def render_files(
     rendered: Rendered, opts: RenderOptions, flags: FlagSet, plan: dict[str, Any]
 ) -> dict[str, str]:
     """Relative path -> file content for everything `vfleet render` writes."""
-    from jinja2 import Environment, PackageLoader, StrictUndefined
-
-    env = Environment(
-        loader=PackageLoader("vfleet", "templates"),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["shquote"] = shlex.quote
+    envs = environments()
     used = (opts.service_home, opts.model_path, opts.vllm_bin, opts.api_key_file or "")
     under_home = any(path.rstrip("/").startswith(HOME_ROOTS) for path in used)
     hardening = {
@@ -447,32 +500,34 @@ def render_files(
                 "ray_unit": f"vfleet-ray-{engine.id}.service",
                 **hardening,
             }
-            files[f"{base}/vllm.env"] = env.get_template("vllm.env.j2").render(ctx)
+            files[f"{base}/vllm.env"] = envs[".env.j2"].get_template("vllm.env.j2").render(ctx)
             if engine.mode == "ray":
                 head = next(
                     h
                     for h in rendered.hosts
                     if any(e.replica == engine.replica and e.role == "ray-head" for e in h.engines)
                 )
-                files[f"{base}/vfleet-ray-{engine.id}.service"] = env.get_template(
-                    "ray.service.j2"
-                ).render(
-                    host=host,
-                    role="head" if engine.role == "ray-head" else "worker",
-                    engine_id=engine.id,
-                    service_user=opts.service_user,
-                    install_dir=opts.install_dir,
-                    ray_bin=opts.ray_bin,
-                    ray_port=opts.ray_port,
-                    ray_ports=opts.ray_ports,
-                    head_address=head.address,
-                    **hardening,
+                files[f"{base}/vfleet-ray-{engine.id}.service"] = (
+                    envs[".service.j2"]
+                    .get_template("ray.service.j2")
+                    .render(
+                        host=host,
+                        role="head" if engine.role == "ray-head" else "worker",
+                        engine_id=engine.id,
+                        service_user=opts.service_user,
+                        install_dir=opts.install_dir,
+                        ray_bin=opts.ray_bin,
+                        ray_port=opts.ray_port,
+                        ray_ports=opts.ray_ports,
+                        head_address=head.address,
+                        **hardening,
+                    )
                 )
             if engine.runs_vllm:
-                files[f"{base}/launch.sh"] = env.get_template("launch.sh.j2").render(ctx)
-                files[f"{base}/vfleet-vllm-{engine.id}.service"] = env.get_template(
-                    "vllm.service.j2"
-                ).render(ctx)
+                files[f"{base}/launch.sh"] = envs[".sh.j2"].get_template("launch.sh.j2").render(ctx)
+                files[f"{base}/vfleet-vllm-{engine.id}.service"] = (
+                    envs[".service.j2"].get_template("vllm.service.j2").render(ctx)
+                )
                 files[f"{base}/command.json"] = json.dumps(engine.argv(opts), indent=2) + "\n"
     files["endpoints.json"] = (
         json.dumps({"model": plan.get("model"), "endpoints": rendered.endpoints}, indent=2) + "\n"

@@ -1,14 +1,12 @@
-"""Input checking shared by every file an operator writes: strict YAML, JSON Schemas, and
-the roles' own argument specs.
+"""Role variables checked against the roles' own meta/argument_specs.yml.
 
-The schemas live in vfleet/schemas/ so that editors can use them too. A failure becomes one
-UserError line: the file, where in it, what is wrong, and what the value should be (the
-failing property's `description`).
+Plans, deploy variables and inventories are checked by the pydantic models in vfleet.spec
+(plan.py, deploy.py); the JSON Schemas in vfleet/schemas/ are generated from those models
+for editors (`python -m vfleet.spec.schemas`), not used for checking here.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -27,62 +25,6 @@ SCHEMA_DIR = Path(__file__).parent / "schemas"
 def load_yaml(path: Path, what: str) -> Any:
     """Read one YAML file strictly; `what` names it in the error ("inventory", ...)."""
     return load_yaml_document(path, what).data
-
-
-@cache
-def schema(name: str) -> dict[str, Any]:
-    return json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())
-
-
-def _to_json(value: Any) -> Any:
-    """YAML values as JSON Schema sees them; a vaulted value is an opaque string."""
-    if isinstance(value, Vaulted):
-        return "<vaulted>"
-    if isinstance(value, dict):
-        return {str(k): _to_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_to_json(v) for v in value]
-    return value
-
-
-def _described(root: dict[str, Any], schema_path: list[Any]) -> str:
-    """The description of the innermost schema node on the failing path."""
-    node: Any = root
-    found = ""
-    for step in schema_path:
-        if isinstance(node, dict) and isinstance(node.get("$ref"), str):
-            node = _resolve(root, node["$ref"])
-        try:
-            node = node[step]
-        except (KeyError, IndexError, TypeError):
-            break
-        if isinstance(node, dict) and node.get("description"):
-            found = node["description"]
-    return found
-
-
-def _resolve(root: dict[str, Any], ref: str) -> Any:
-    node: Any = root
-    for part in ref.removeprefix("#/").split("/"):
-        node = node[part]
-    return node
-
-
-def check(instance: Any, name: str, source: str) -> None:
-    """Validate against vfleet/schemas/<name>.schema.json; one line on the first problem."""
-    import jsonschema
-
-    root = schema(name)
-    validator = jsonschema.Draft202012Validator(root)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(_to_json(instance)))
-    if error is None:
-        return
-    where = ".".join(str(p) for p in error.absolute_path) or "top level"
-    hint = _described(root, list(error.absolute_schema_path)[:-1])
-    message = error.message
-    if error.validator == "additionalProperties" and "vfleet_" in message:
-        message += " (a misspelt vfleet_ variable?)"
-    raise UserError(f"{source}: {where}: {message}" + (f"; expected {hint}" if hint else ""))
 
 
 # ---- role variables, checked with the roles' own meta/argument_specs.yml --------------------

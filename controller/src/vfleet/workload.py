@@ -1,11 +1,17 @@
 """What the deployment must serve: request shapes, concurrency and latency targets.
 
-Presets follow common serving shapes; a YAML file with the same keys overrides them:
+Presets follow common serving shapes (chat, rag, batch); a YAML file with the same keys
+overrides them, and every key is optional:
 
-    input_len: {mean: 1024, p99: 4096}
+    preset: chat              # chat | rag | batch: the values the file leaves out
+    input_len: {mean: 1024, p99: 4096}     # tokens, 1-10000000; p99 >= mean
     output_len: {mean: 256, p99: 1024}
-    concurrency: 512          # simultaneous requests the cluster should hold
-    slo: {ttft_p99_ms: 2000, tpot_p99_ms: 50}
+    concurrency: 512          # simultaneous requests the cluster should hold, 1-1000000
+    slo: {ttft_p99_ms: 2000, tpot_p99_ms: 50}   # milliseconds, finite and above 0
+
+vfleet.spec.workload checks the file: an unknown key (`concurency:`) is refused with the
+nearest known one, an unknown preset with the list of presets; a p99 left out follows a
+raised mean, one written below its mean is refused.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from vfleet.errors import UserError
+from vfleet.spec.files import Document, load_yaml
+from vfleet.spec.workload import LengthDoc, SloDoc, check_workload, fail
 
 
 @dataclass(frozen=True)
@@ -46,59 +54,46 @@ PRESETS = {
 }
 
 
-def _section(raw: dict[str, Any], key: str) -> dict[str, Any]:
-    value = raw.get(key) or {}
-    if not isinstance(value, dict):
-        raise UserError(f"workload: {key} must be a mapping like {{mean: 1024, p99: 4096}}")
-    return value
-
-
-def _positive(value: Any, what: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise UserError(f"workload: {what} must be a number, got {value!r}") from None
-    if number <= 0:
-        raise UserError(f"workload: {what} must be greater than zero, got {value!r}")
-    return number
+def _from_doc(doc: Document, name: str) -> Workload:
+    spec = check_workload(doc)
+    base = PRESETS[spec.preset or "chat"]
+    inp = spec.input_len or LengthDoc()
+    out = spec.output_len or LengthDoc()
+    slo = spec.slo or SloDoc()
+    input_mean = inp.mean if inp.mean is not None else base.input_mean
+    output_mean = out.mean if out.mean is not None else base.output_mean
+    # A p99 left out follows a raised mean; one written below its mean is refused.
+    for key, part, mean in (("input_len", inp, input_mean), ("output_len", out, output_mean)):
+        if part.p99 is not None and part.p99 < mean:
+            raise fail(
+                doc,
+                (key, "p99"),
+                f"{part.p99} is below the mean {mean}: p99 must be >= mean (e.g. p99: {mean})",
+            )
+    return Workload(
+        name=name,
+        input_mean=input_mean,
+        input_p99=inp.p99 if inp.p99 is not None else max(input_mean, base.input_p99),
+        output_mean=output_mean,
+        output_p99=out.p99 if out.p99 is not None else max(output_mean, base.output_p99),
+        concurrency=spec.concurrency if spec.concurrency is not None else base.concurrency,
+        ttft_p99_ms=slo.ttft_p99_ms if slo.ttft_p99_ms is not None else base.ttft_p99_ms,
+        tpot_p99_ms=slo.tpot_p99_ms if slo.tpot_p99_ms is not None else base.tpot_p99_ms,
+    )
 
 
 def workload_from_dict(raw: Any, name: str = "custom") -> Workload:
-    if not isinstance(raw, dict):
-        raise UserError("workload file must be a YAML mapping (see `vfleet plan --help`)")
-    base = PRESETS[raw.get("preset", "chat")] if raw.get("preset") in PRESETS else PRESETS["chat"]
-    inp, out, slo = _section(raw, "input_len"), _section(raw, "output_len"), _section(raw, "slo")
-    input_mean = int(_positive(inp.get("mean", base.input_mean), "input_len.mean"))
-    output_mean = int(_positive(out.get("mean", base.output_mean), "output_len.mean"))
-    workload = Workload(
-        name=name,
-        input_mean=input_mean,
-        input_p99=int(_positive(inp.get("p99", max(input_mean, base.input_p99)), "input_len.p99")),
-        output_mean=output_mean,
-        output_p99=int(
-            _positive(out.get("p99", max(output_mean, base.output_p99)), "output_len.p99")
-        ),
-        concurrency=int(_positive(raw.get("concurrency", base.concurrency), "concurrency")),
-        ttft_p99_ms=_positive(slo.get("ttft_p99_ms", base.ttft_p99_ms), "slo.ttft_p99_ms"),
-        tpot_p99_ms=_positive(slo.get("tpot_p99_ms", base.tpot_p99_ms), "slo.tpot_p99_ms"),
-    )
-    if workload.input_p99 < workload.input_mean or workload.output_p99 < workload.output_mean:
-        raise UserError("workload: a p99 length is below its mean: p99 must be >= mean")
-    return workload
+    """A workload given as a mapping (no file, so errors carry no line numbers)."""
+    return _from_doc(Document(raw, "workload"), name)
 
 
 def load_workload(text: str | None) -> Workload:
+    """`--workload`: a preset name or a YAML file (the chat preset when not given)."""
     if not text:
         return PRESETS["chat"]
     if text in PRESETS:
         return PRESETS[text]
     path = Path(text)
-    if not path.is_file():
+    if not path.exists():
         raise UserError(f"workload {text!r} is neither a preset ({', '.join(PRESETS)}) nor a file")
-    import yaml
-
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
-    return workload_from_dict(raw, name=path.stem)
+    return _from_doc(load_yaml(path, "workload file"), path.stem)

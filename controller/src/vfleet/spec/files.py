@@ -167,6 +167,9 @@ def parse_yaml(text: str, source: str) -> Document:
             f"{source}: expands to more than {MAX_VALUES:,} values or nests deeper than "
             f"{MAX_DEPTH} levels (YAML aliases?): write the values out"
         ) from None
+    except ValueError as exc:  # an integer of more than 4,300 digits, a date like 2001-13-01
+        reason = str(exc).splitlines()[0].split(";")[0]
+        raise UserError(f"{source}: cannot read a value ({reason}): fix it or quote it") from None
     finally:
         loader.dispose()
     return Document(data, source, lines)
@@ -182,11 +185,13 @@ def _refuse_constant(name: str) -> Any:
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"{key!r} appears twice")
-        out[key] = value
+    out = dict(pairs)
+    if len(out) != len(pairs):  # the rare case: find the key to name it
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"{key!r} appears twice")
+            seen.add(key)
     return out
 
 

@@ -31,6 +31,8 @@ def _data_path(data: Any, loc: Sequence[Any]) -> Path_:
     path: list[str | int] = []
     node = data
     for step in loc:
+        if step == "[key]":  # pydantic's marker after a mapping key that failed: name the key
+            break
         in_mapping = isinstance(node, Mapping) and step in node
         in_list = isinstance(node, list | tuple) and isinstance(step, int) and 0 <= step < len(node)
         if in_mapping or in_list:
@@ -91,6 +93,8 @@ def _description(model: type[BaseModel], path: Path_) -> str:
 def _dotted(path: Path_) -> str:
     out = ""
     for step in path:
+        if isinstance(step, str) and not step.isprintable():
+            step = repr(step)  # a key with a newline would break the one-line message
         out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
     return out or "top level"
 
@@ -107,7 +111,12 @@ def _shown(value: Any) -> str:
 def describe(exc: ValidationError, model: type[BaseModel], doc: Document) -> str:
     errors = exc.errors(include_url=False)
     paths = [_data_path(doc.data, e["loc"]) for e in errors]
-    best = max(range(len(errors)), key=lambda i: len(paths[i]))  # the most specific
+    # The most specific problem; on a tie an unknown key first, since it is most often the
+    # misspelling of the key reported missing beside it.
+    best = max(
+        range(len(errors)),
+        key=lambda i: (len(paths[i]), errors[i]["type"] == "extra_forbidden", -i),
+    )
     error, path = errors[best], paths[best]
     line = doc.line_of(path)
     where = doc.source + (f" line {line}" if line else "")

@@ -4,10 +4,12 @@
 # Do not edit: re-render instead.
 set -euo pipefail
 
-: "${VLLM_BIN:=/opt/vfleet/vllm/bin/vllm}"
+# Every value below is one shell-quoted word: nothing in it is expanded or run.
+default_vllm_bin=/opt/vfleet/vllm/bin/vllm
+: "${VLLM_BIN:=$default_vllm_bin}"
 
 args=(
-  serve "/srv/models/DeepSeek-V3"
+  serve /srv/models/DeepSeek-V3
   --served-model-name deepseek-ai/DeepSeek-V3
   --tensor-parallel-size 1  # plan: TP stays inside one NVLink domain
   --pipeline-parallel-size 1  # plan: PP is what crosses slow links

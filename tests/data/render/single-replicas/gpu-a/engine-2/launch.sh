@@ -4,13 +4,15 @@
 # Do not edit: re-render instead.
 set -euo pipefail
 
-: "${VLLM_BIN:=/opt/vfleet/vllm/bin/vllm}"
+# Every value below is one shell-quoted word: nothing in it is expanded or run.
+default_vllm_bin=/opt/vfleet/vllm/bin/vllm
+: "${VLLM_BIN:=$default_vllm_bin}"
 # The API key stays out of the command line (and so out of `ps`): vLLM reads VLLM_API_KEY.
-VLLM_API_KEY="$(< "/etc/vfleet/secrets/api-key")"
+VLLM_API_KEY="$(< /etc/vfleet/secrets/api-key)"
 export VLLM_API_KEY
 
 args=(
-  serve "/srv/models/Llama-3.1-8B-Instruct"
+  serve /srv/models/Llama-3.1-8B-Instruct
   --served-model-name meta-llama/Llama-3.1-8B-Instruct
   --tensor-parallel-size 1  # plan: TP stays inside one NVLink domain
   --pipeline-parallel-size 1  # plan: PP is what crosses slow links

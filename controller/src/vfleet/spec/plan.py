@@ -1,0 +1,244 @@
+"""The plan document: what `vfleet plan --out` writes and `vfleet render`, `vfleet doctor`
+and the pipeline read back.
+
+Unknown top-level keys are refused, not ignored: a hand edit such as `max_num_seq: 512`
+would otherwise render a launch that silently keeps the planner's value. The planner's
+report-only keys (predictions, alternatives, the rejected layouts, ...) are declared as
+optional fields typed loosely, so a plan the planner wrote always loads, while a misspelt
+field among those render reads is named with a did-you-mean. The rules are the ones vLLM
+enforces at start-up, checked here so a bad plan stops at render, not on the hosts.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
+
+from vfleet.errors import UserError
+from vfleet.spec.base import StrictModel
+from vfleet.spec.files import load_json
+from vfleet.spec.validate import validate
+from vfleet.spec.values import Address, Label
+
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's --block-size choices (CPU build: 128)
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")
+SPECULATIVE_METHODS = ("mtp", "eagle", "eagle3", "ngram")
+_VERSION = re.compile(r"[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}(?:[.+-][0-9A-Za-z.+-]{0,40})?")
+MAX_PARALLEL = 1024
+MAX_HOSTS = 4096
+
+
+def check_version(value: str) -> str:
+    if not _VERSION.fullmatch(value):
+        raise ValueError("must be a vLLM release written X.Y.Z (e.g. 0.11.1)")
+    return value
+
+
+def _block_size(value: int) -> int:
+    if value not in BLOCK_SIZES:
+        raise ValueError(f"must be one of {', '.join(map(str, BLOCK_SIZES))}")
+    return value
+
+
+Parallel = Annotated[int, Field(ge=1, le=MAX_PARALLEL)]
+RankIndex = Annotated[int, Field(ge=0, lt=MAX_PARALLEL)]
+Version = Annotated[
+    str, AfterValidator(check_version), Field(json_schema_extra={"pattern": _VERSION.pattern})
+]
+BlockSize = Annotated[
+    int, AfterValidator(_block_size), Field(json_schema_extra={"enum": list(BLOCK_SIZES)})
+]
+
+
+class Rank(StrictModel):
+    """One GPU of a host and the engine ranks it runs."""
+
+    gpu: Annotated[int, Field(ge=0, le=1023)]
+    """the GPU index on the host (e.g. 0)"""
+    tp_rank: RankIndex
+    """the tensor-parallel rank, from 0 (e.g. 0)"""
+    pp_rank: RankIndex
+    """the pipeline-parallel rank, from 0 (e.g. 0)"""
+    dp_rank: RankIndex
+    """the data-parallel rank, from 0 (e.g. 0)"""
+
+
+class PlanHost(StrictModel):
+    """One host of the plan and the engines its GPUs serve."""
+
+    host: Label
+    """the host name as in the cluster spec (e.g. gpu-node-01)"""
+    address: Address | None = None
+    """the host's address (e.g. 10.0.0.11)"""
+    engines: Annotated[
+        dict[Label, Annotated[list[Rank], Field(min_length=1, max_length=MAX_PARALLEL)]],
+        Field(min_length=1, max_length=MAX_PARALLEL),
+    ]
+    """engine id -> the ranks on this host's GPUs (e.g. {"0": [{"gpu": 0, ...}]})"""
+
+
+class Speculative(StrictModel):
+    """Speculative decoding as the plan records it; absent when off."""
+
+    method: Literal["mtp", "eagle", "eagle3", "ngram"]
+    """the speculative method: mtp, eagle, eagle3 or ngram"""
+    num_speculative_tokens: Annotated[int, Field(ge=1, le=16)]
+    """tokens proposed per step, 1 to 16 (e.g. 1)"""
+    draft_model: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    """the EAGLE draft's id or path (e.g. yuhuili/EAGLE-LLaMA3.1-Instruct-8B)"""
+
+    @model_validator(mode="after")
+    def _eagle_needs_a_draft(self) -> Speculative:
+        if self.method in ("eagle", "eagle3") and not self.draft_model:
+            raise ValueError(f"speculative method {self.method} needs a draft_model")
+        return self
+
+
+Loose = dict[str, Any]
+
+
+class Plan(StrictModel):
+    """A plan as `vfleet render` reads it (`vfleet plan --out FILE`)."""
+
+    model: Annotated[str, Field(min_length=1, max_length=4096)]
+    """the model id or folder (e.g. meta-llama/Llama-3.1-8B-Instruct)"""
+    vllm_version: Version
+    """the vLLM release as X.Y.Z (e.g. 0.11.1)"""
+    model_type: Annotated[str, Field(max_length=200)] = ""
+    """the model's config.json model_type (e.g. llama)"""
+    tensor_parallel_size: Parallel
+    """GPUs per pipeline stage, 1 to 1024 (e.g. 8)"""
+    pipeline_parallel_size: Parallel
+    """pipeline stages, 1 to 1024 (e.g. 1)"""
+    data_parallel_size: Parallel
+    """data-parallel ranks per engine, 1 to 1024 (e.g. 1)"""
+    decode_context_parallel_size: Parallel = 1
+    """decode context-parallel size, 1 to 1024 (e.g. 1)"""
+    enable_expert_parallel: bool = False
+    """whether MoE experts are spread over the ranks: true or false"""
+    enable_chunked_prefill: bool = True
+    """whether long prompts are prefilled in chunks: true or false"""
+    max_model_len: Annotated[int, Field(ge=1, le=100_000_000)]
+    """tokens per sequence, 1 to 100,000,000 (e.g. 8192)"""
+    max_num_seqs: Annotated[int, Field(ge=1, le=1_000_000)]
+    """sequences per engine rank, 1 to 1,000,000 (e.g. 256)"""
+    max_num_batched_tokens: Annotated[int, Field(ge=1, le=1_000_000_000)]
+    """tokens per engine step, at least max_num_seqs (e.g. 8192)"""
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+    """the fraction of GPU memory vLLM may use, in (0, 1] (e.g. 0.92)"""
+    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla"]
+    """the KV cache dtype (e.g. auto, or fp8 where the GPU supports it)"""
+    block_size: BlockSize | None = None
+    """the KV block size in tokens (e.g. 16 on GPUs, 128 for the CPU build)"""
+    speculative: Speculative | None = None
+    """speculative decoding (e.g. {"method": "mtp", "num_speculative_tokens": 1})"""
+    hosts: Annotated[list[PlanHost], Field(min_length=1, max_length=MAX_HOSTS)]
+    """the hosts and the ranks each GPU runs, 1 to 4096 hosts"""
+
+    # Written by the planner for people and the report; render does not read them.
+    gpu: str | None = None
+    """the GPU the plan is for (e.g. H100-SXM-80GB)"""
+    nodes: Annotated[int, Field(ge=1, le=MAX_HOSTS)] | None = None
+    """the cluster's node count (e.g. 2)"""
+    gpus_per_node: Annotated[int, Field(ge=1, le=1024)] | None = None
+    """GPUs per node (e.g. 8)"""
+    workload: Loose | None = None
+    """the workload the plan was made for"""
+    layout: str | None = None
+    """the chosen layout's label (e.g. TP8)"""
+    replicas: Annotated[int, Field(ge=1)] | None = None
+    """engine replicas (e.g. 2)"""
+    kv_tokens_per_engine: Annotated[int, Field(ge=0)] | None = None
+    """KV cache tokens per engine (e.g. 500000)"""
+    weights_gib_per_gpu: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    """weights per GPU in GiB (e.g. 15.0)"""
+    meets_slo: bool | None = None
+    """whether the prediction meets the workload's SLOs"""
+    predicted: Loose | None = None
+    """the cost model's predictions"""
+    alternatives: list[Loose] | None = None
+    """the next-best layouts"""
+    rejected: list[Loose] | None = None
+    """the layouts refused, with why"""
+    reason: str | None = None
+    """why this layout won"""
+    idle_gpus: Annotated[int, Field(ge=0)] | None = None
+    """GPUs the plan leaves idle (e.g. 0)"""
+    overrides: Loose | None = None
+    """the group_vars values forced after planning (vfleet_plan_overrides)"""
+
+    @field_validator("max_num_batched_tokens")
+    @classmethod
+    def _batch_holds_the_sequences(cls, value: int, info: ValidationInfo) -> int:
+        seqs = info.data.get("max_num_seqs")
+        if seqs is not None and value < seqs:
+            raise ValueError(
+                f"is below max_num_seqs ({seqs}), which vLLM refuses: raise it or re-plan"
+            )
+        length = info.data.get("max_model_len")
+        chunked = info.data.get("enable_chunked_prefill", True)
+        if length is not None and not chunked and value < length:
+            raise ValueError(
+                f"without chunked prefill must cover max_model_len ({length}): enable "
+                "chunked prefill or raise it"
+            )
+        return value
+
+    @field_validator("hosts")
+    @classmethod
+    def _ranks_complete_and_unique(cls, hosts: list[PlanHost], info: ValidationInfo) -> Any:
+        sizes = [info.data.get(k) for k in ("tensor_parallel_size", "pipeline_parallel_size")]
+        sizes.append(info.data.get("data_parallel_size"))
+        names: set[str] = set()
+        engines: dict[str, set[tuple[int, int, int]]] = {}
+        for host in hosts:
+            if host.host in names:
+                raise ValueError(f"host {host.host} appears twice: list each host once")
+            names.add(host.host)
+            for engine, ranks in host.engines.items():
+                seen = engines.setdefault(engine, set())
+                for r in ranks:
+                    rank = (r.tp_rank, r.pp_rank, r.dp_rank)
+                    if rank in seen:
+                        raise ValueError(
+                            f"engine {engine} has rank tp{rank[0]} pp{rank[1]} dp{rank[2]} "
+                            "twice: re-run `vfleet plan --out`"
+                        )
+                    seen.add(rank)
+        if any(s is None for s in sizes):
+            return hosts  # a size is itself wrong, and that error is the one to show
+        tp, pp, dp = sizes
+        per_engine = tp * pp * dp
+        for engine, ranks in engines.items():
+            out_of_range = any(t >= tp or p >= pp or d >= dp for t, p, d in ranks)
+            if len(ranks) != per_engine or out_of_range:
+                raise ValueError(
+                    f"engine {engine} has {len(ranks)} ranks, not the {per_engine} of TP x PP "
+                    "x DP (or a rank out of range): re-run `vfleet plan --out`"
+                )
+        return hosts
+
+
+def parse_plan(doc: Any) -> Plan:
+    """A parsed plan Document as a Plan, or one UserError line."""
+    if not isinstance(doc.data, dict):
+        raise UserError(
+            f"{doc.source} is not a vfleet plan (a JSON object): run `vfleet plan --out`"
+        )
+    return validate(Plan, doc)
+
+
+def load_plan(path: Path) -> dict[str, Any]:
+    """Read and check a plan file; the keys it holds, checked, as the dict render reads.
+
+    Only the keys the file has come back (defaults are not filled in), so what render
+    writes from a plan stays what it wrote before the model existed.
+    """
+    if not path.exists() and not path.is_symlink():
+        raise UserError(f"no plan at {path}: run `vfleet plan --out FILE` first")
+    doc = load_json(path, "plan")
+    plan = parse_plan(doc)
+    return plan.model_dump(mode="json", exclude_unset=True)
