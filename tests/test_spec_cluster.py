@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hostile import LOADER_SETTINGS, assert_one_line, document_values
+from hypothesis import given
 from hypothesis import strategies as st
 
 from vfleet.cli import main
@@ -308,22 +308,8 @@ SECTION_KEYS = ["link", "fabric", "busbw_GBps", "nvlink_domain_gpus"]
 ODD = ["1e308", "1.0e308", "nan", ".inf", "-1", "H100-SXM-80GB", "L40S", "nvswitch", "nvlink"]
 ODD += ["10.0.0.1", "mlx5_0", "eth0\n", "a\x00b", "\u202e", "x" * 200, "node0", "NODE0"]
 
-keys = st.one_of(st.sampled_from(TOP_KEYS + NODE_KEYS + SECTION_KEYS), st.text(max_size=12))
-scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(),
-    st.integers(min_value=-(10**400), max_value=10**400),
-    st.floats(),
-    st.sampled_from([1e308, -1e308, float("inf"), float("nan"), 0.5, 72, 73, 4096, 4097]),
-    st.text(max_size=40),
-    st.sampled_from(ODD),
-)
-values = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=4),
-    max_leaves=8,
-)
+CLUSTER_ODD = [*ODD, 72, 73, 4096, 4097]
+keys, values = document_values(TOP_KEYS + NODE_KEYS + SECTION_KEYS, CLUSTER_ODD)
 GOOD_NODE = {"name": "gpu-a", "address": "10.0.0.1", "gpus": 8}
 GOOD = {
     "nodes": [GOOD_NODE],
@@ -354,18 +340,13 @@ def cluster_mappings(draw):
     return spec
 
 
-@settings(
-    max_examples=200,
-    deadline=timedelta(seconds=1),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@LOADER_SETTINGS
 @given(st.one_of(cluster_mappings(), values))
 def test_generated_mappings_give_a_spec_or_one_user_error_line(raw):
     try:
         spec = cluster_from_dict(raw)
     except UserError as exc:
-        message = str(exc)
-        assert message and "\n" not in message and "\r" not in message, message
+        assert_one_line(str(exc))
         return
     assert isinstance(spec, ClusterSpec)
     assert 1 <= len(spec.nodes) <= 4096 and all(1 <= n.gpus <= 72 for n in spec.nodes)

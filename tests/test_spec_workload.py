@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hostile import LOADER_SETTINGS, assert_one_line, document_values
+from hypothesis import given
 from hypothesis import strategies as st
 
 from vfleet.errors import UserError
@@ -141,24 +141,9 @@ def test_a_dict_without_a_file_names_the_workload():
         workload_from_dict({"concurrency": 2.5})
 
 
-keys = st.one_of(
-    st.sampled_from(["preset", "input_len", "output_len", "concurrency", "slo", "mean", "p99"]),
-    st.sampled_from(["ttft_p99_ms", "tpot_p99_ms"]),
-    st.text(max_size=10),
-)
-scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(),
-    st.integers(min_value=-(10**400), max_value=10**400),
-    st.floats(),
-    st.text(max_size=30),
-    st.sampled_from(["chat", "rag", "batch", "1e308", "nan", "a\nb", "\x1b[31m", 10**7, 10**6]),
-)
-values = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3),
-    max_leaves=8,
+WORKLOAD_KEYS = ["preset", "input_len", "output_len", "concurrency", "slo", "mean", "p99"]
+keys, values = document_values(
+    [*WORKLOAD_KEYS, "ttft_p99_ms", "tpot_p99_ms"], ["chat", "rag", "batch", 10**6], width=3
 )
 
 
@@ -172,18 +157,13 @@ def workload_mappings(draw):
     return raw
 
 
-@settings(
-    max_examples=200,
-    deadline=timedelta(seconds=1),
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@LOADER_SETTINGS
 @given(st.one_of(workload_mappings(), values))
 def test_generated_mappings_give_a_workload_or_one_user_error_line(raw):
     try:
         workload = workload_from_dict(raw)
     except UserError as exc:
-        message = str(exc)
-        assert message and "\n" not in message and "\r" not in message, message
+        assert_one_line(str(exc))
         return
     assert 1 <= workload.input_mean <= workload.input_p99 <= 10_000_000
     assert 1 <= workload.output_mean <= workload.output_p99 <= 10_000_000
