@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -59,9 +60,13 @@ def _ping(bed: dict, known_hosts: Path, tmp_path: Path) -> subprocess.CompletedP
     against the managed file) plus the testbed's ProxyCommand."""
     host = bed["hosts"][0]
     inventory = tmp_path / "hosts.yml"
+    # A fresh SSH master for every check: ansible.cfg multiplexes, and a master kept from the
+    # first check would carry the second over the connection already trusted, where a
+    # replaced machine would have dropped it. (A short directory: socket paths are limited.)
+    control = tempfile.mkdtemp(prefix="vfkh-")
     args = (
         f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={known_hosts} "
-        f"-o ProxyCommand='{bed['proxy']} %h %p'"
+        f"-o ControlPath={control}/%C -o ProxyCommand='{bed['proxy']} %h %p'"
     )
     inventory.write_text(
         yaml.safe_dump(
