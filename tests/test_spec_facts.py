@@ -219,3 +219,20 @@ def test_mutated_facts_are_a_user_error_line_or_usable(tmp_path_factory, doc):
         facts.cluster_from_facts([loaded], allow_partial=True)
     except UserError as exc:
         assert "\n" not in str(exc) and str(exc).strip()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"sysfs": "x"},
+        {"bandwidth": [1]},
+        {"files": 3, "errors": 7},
+    ],
+)
+def test_a_probe_capture_of_the_wrong_shape_is_one_line(tmp_path, raw):
+    path = tmp_path / "h1.json"
+    path.write_text(json.dumps({"schema": "vfleet.probe/1", **raw}))
+    with pytest.raises(UserError) as err:
+        facts.load_facts_file(path)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(str(path)), message

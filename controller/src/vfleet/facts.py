@@ -608,7 +608,15 @@ def normalize(
             f"{FACTS_SCHEMA!r} for normalised facts, or rerun the probe (it writes "
             f"{PROBE_SCHEMA!r})"
         )
-    facts = _from_probe(raw, host)
+    try:
+        facts = _from_probe(raw, host)
+    except (TypeError, KeyError, AttributeError, IndexError, ValueError) as exc:
+        # The collector writes this file; a section of the wrong shape means it was cut
+        # short or edited, and no part of it can be trusted.
+        raise UserError(
+            f"{source or 'probe facts'}: not a whole {PROBE_SCHEMA} capture "
+            f"({type(exc).__name__}: {str(exc)[:80]}): rerun the topology probe"
+        ) from None
     # vfleet built these, but from text the host printed: a bad value stops here, named.
     validate(FactsModel, Document(facts, f"{source or 'facts'} (from the probe output)"))
     return facts
