@@ -166,14 +166,22 @@ GROUP_VARS_CASES = [
     (
         "role bool",
         lambda d: d.update(topology_probe_iperf3="maybe"),
-        "topology_probe_iperf3 must be a bool (role topology_probe)",
+        "topology_probe_iperf3: argument 'topology_probe_iperf3' is of type str and we were "
+        "unable to convert to bool",
     ),
     (
         "role int",
         lambda d: d.update(vllm_launch_health_timeout_s="soon"),
-        "vllm_launch_health_timeout_s must be a int (role vllm_launch)",
+        "vllm_launch_health_timeout_s: argument 'vllm_launch_health_timeout_s' is of type str "
+        "and we were unable to convert to int: \"'soon'\" cannot be converted to an int "
+        "(role vllm_launch): see ansible/roles/vllm_launch/README.md",
     ),
-    ("role str", lambda d: d.update(nvidia_driver_version=["580"]), "must be a str"),
+    (
+        "role str",
+        lambda d: d.update(nvidia_driver_version=["580"]),
+        "nvidia_driver_version: argument 'nvidia_driver_version' is of type list and we were "
+        "unable to convert to str: a str is one value, not a list (role nvidia_driver)",
+    ),
     ("no model dir", lambda d: d.pop("vfleet_model_dir_on_hosts"), "vfleet_model_dir_on_hosts is"),
     (
         "unknown model",
@@ -218,7 +226,8 @@ GROUP_VARS_CASES = [
     (
         "role list items",
         lambda d: d.update(vllm_constraints=[{"torch": "2"}]),
-        "every item of vllm_constraints must be a str",
+        "vllm_constraints: Elements value for option 'vllm_constraints' is of type dict and we "
+        "were unable to convert to str",
     ),
 ]
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from vfleet.errors import UserError
 from vfleet.metrics import parse
 
 DATA = Path(__file__).resolve().parent / "data" / "metrics"
@@ -19,6 +20,11 @@ DATADOG = "v0-0.5.0-datadog-opt-125m.prom"  # vLLM ~0.5.0, facebook/opt-125m, 1 
 KUBEAI = "v0-0.5.4-kubeai-llama31-8b-fp8.prom"  # vLLM ~0.5.4, Llama-3.1-8B FP8, 6 requests
 AIBRIX = "v0-0.7.0-aibrix-qwen25-coder-1.5b.prom"  # vLLM ~0.7.0, cut short by its author
 FIXTURES = (DATADOG, KUBEAI, AIBRIX)
+SERVED = {  # the model_name each server labels its series with
+    DATADOG: "facebook/opt-125m",
+    KUBEAI: "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8",
+    AIBRIX: "Qwen/Qwen2.5-Coder-1.5B-Instruct",
+}
 
 
 def text(name: str) -> str:
@@ -26,7 +32,8 @@ def text(name: str) -> str:
 
 
 def snap(*names: str):
-    return parse([text(name) for name in names])
+    """The dumps read as doctor reads them from endpoints.json: for the first one's model."""
+    return parse([text(name) for name in names], model_name=SERVED[names[0]])
 
 
 def test_every_dump_on_disk_is_covered_here_and_in_the_readme():
@@ -67,12 +74,12 @@ def test_v0_dumps_carry_only_the_old_names(name):
             "7281",
         ),
         (
-            # waiting: 2.0 for the served model plus 3.0 on a second model_name series
-            # ("other/OTHER") that KubeAI added to the recording; parse sums every series.
+            # waiting: 2.0 for the served model; the 3.0 on a second model_name series
+            # ("other/OTHER") that KubeAI added to the recording is another model's.
             KUBEAI,
             dict(
                 running=3.0,
-                waiting=5.0,
+                waiting=2.0,
                 kv_usage=0.0026235242675994863,
                 preemptions=0.0,
                 prompt_tokens=90.0,
@@ -155,11 +162,13 @@ def test_truncated_dump_has_no_complete_histogram():
 
 
 def test_two_endpoints_add_up_and_merge_bucket_by_bucket():
-    found = snap(DATADOG, KUBEAI)
+    # Two endpoints of one served model: opt-125m's dump relabelled as the KubeAI model.
+    same = text(DATADOG).replace(SERVED[DATADOG], SERVED[KUBEAI])
+    found = parse([same, text(KUBEAI)], model_name=SERVED[KUBEAI])
     assert found.engines == 2
     assert found.values == dict(
         running=3.0,
-        waiting=5.0,
+        waiting=2.0,
         kv_usage=pytest.approx(0.0026235242675994863 / 2),  # usage is averaged
         preemptions=0.0,
         prompt_tokens=95.0,
@@ -174,3 +183,24 @@ def test_two_endpoints_add_up_and_merge_bucket_by_bucket():
     itl = found.histograms["itl"]
     assert itl.count == 2543.0
     assert itl.quantile(0.5) == pytest.approx(0.025 + 0.025 * 1271.5 / 2525)
+
+
+def test_the_added_second_model_is_refused_without_a_filter_and_left_out_with_one():
+    with pytest.raises(UserError) as refused:
+        parse([text(KUBEAI)], ["http://k:8000"])
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("http://k:8000/metrics serves 2 models")
+    assert f"{SERVED[KUBEAI]!r}, 'other/OTHER'" in message and "--served-model-name" in message
+    assert parse([text(KUBEAI)], model_name="other/OTHER").values == {"waiting": 3.0}
+    # One model per dump: read without a filter, they give what the filtered read gives.
+    for name in (DATADOG, AIBRIX):
+        assert parse([text(name)]).values == snap(name).values
+
+
+def test_endpoints_of_different_models_are_not_merged():
+    with pytest.raises(UserError, match=r"^the endpoints' /metrics serve 3 models"):
+        parse([text(DATADOG), text(KUBEAI)], ["http://a:1", "http://k:1"])
+    with pytest.raises(
+        UserError, match=r"^http://k:1/metrics serves no model named 'facebook/opt-125m'"
+    ):
+        parse([text(DATADOG), text(KUBEAI)], ["http://a:1", "http://k:1"], SERVED[DATADOG])

@@ -171,6 +171,10 @@ def _parser() -> argparse.ArgumentParser:
         help="a local systemd unit whose journal to read (repeat)",
     )
     doc.add_argument("--plan", type=flags.path, help="the deployed plan JSON")
+    doc.add_argument(
+        "--served-model-name",
+        help="read only this model's series (default: the model --endpoints names)",
+    )
     doc.add_argument("--max-num-seqs", type=_SEQS, help="the engine's max-num-seqs, if known")
     doc.add_argument(
         "--watch",
@@ -523,6 +527,17 @@ def _read_logs(args: argparse.Namespace) -> str:
     return "\n".join(parts)
 
 
+def _served_model(models: list[str], path: Path) -> str:
+    """The one served model an endpoints.json names: with several, the user chooses."""
+    models = list(dict.fromkeys(models))
+    if len(models) > 1:
+        raise UserError(
+            f"{path} serves {len(models)} models ({', '.join(map(repr, models[:5]))}): pass "
+            "the one to diagnose with --served-model-name"
+        )
+    return models[0]
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     import time
 
@@ -530,8 +545,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from vfleet.spec.endpoints import load_endpoints
 
     endpoints = list(args.endpoint)
+    served = args.served_model_name
+    if served is not None and not served.strip():
+        raise UserError("--served-model-name is empty: give the name the engine serves")
     if args.endpoints:
-        endpoints += [e.base_url for e in load_endpoints(args.endpoints).endpoints]
+        listed = load_endpoints(args.endpoints).endpoints
+        endpoints += [e.base_url for e in listed]
+        served = served or _served_model([e.model for e in listed], args.endpoints)
     endpoints = list(dict.fromkeys(endpoints))  # the same server once, however it was named
     if not endpoints and not args.log and not args.journal:
         raise UserError("give at least one --endpoint (or --log/--journal) to diagnose")
@@ -548,7 +568,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
         def scrape() -> tuple[float, metrics.Snapshot]:
             texts = [_fetch_metrics(e) for e in endpoints]
-            return time.monotonic(), metrics.parse(texts, [e.rstrip("/") for e in endpoints])
+            sources = [e.rstrip("/") for e in endpoints]
+            return time.monotonic(), metrics.parse(texts, sources, served)
 
         samples = [scrape()]
         if args.watch > 0:

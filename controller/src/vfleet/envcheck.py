@@ -1,22 +1,28 @@
 """Everything `vfleet deploy` reads from an environment, checked before a host is touched:
 group_vars (deploy variables by the models in vfleet.spec.deploy, role variables by the
-roles' own argument specs), the inventories (static and Terraform's), the model named by
-vfleet_model, the secrets (by name and by value) and the SSH host keys.
+roles' own argument specs through Ansible's validator, vfleet.schema), the inventories
+(static and Terraform's), the model named by vfleet_model, the secrets (by name and by
+value) and the SSH host keys.
 
-Pure checks over parsed documents, plus small readers; the pipeline and `vfleet validate`
-call `check_environment` first, so bad input ends in exit code 2 and one line.
+Each inventory is read by vfleet's model first (one line with file and line on a bad one),
+then by ansible-core's InventoryManager over the same files ansible-playbook gets
+(vfleet.inventory), so hosts, groups (`children`, nesting across files) and their variables
+are Ansible's own; vfleet's checks (role groups present, one machine per address) run on
+that. The pipeline and `vfleet validate` call `check_environment` first: bad input ends in
+exit code 2 and one line.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vfleet import schema
 from vfleet.errors import UserError
+from vfleet.inventory import Host, ansible_hosts, ansible_inventory
 from vfleet.spec import deploy as spec
 from vfleet.spec.files import Vaulted, load_yaml
 
@@ -37,16 +43,6 @@ ROLE_GROUPS = (
 # Variables that hold secrets: allowed only vaulted, templated (from a file) or empty.
 SECRET_VARS = ("vllm_hf_token", "vllm_launch_api_key", "loadtest_api_key")
 WORKLOAD_PRESETS = spec.WORKLOAD_PRESETS
-
-
-@dataclass(frozen=True)
-class Host:
-    name: str
-    address: str
-    port: int
-    source: str
-    groups: frozenset[str]
-    vars: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -156,92 +152,31 @@ def _check_workload(values: dict[str, Any], origin: dict[str, str]) -> None:
 
 
 def read_inventory(path: Path) -> dict[str, Any]:
+    """One inventory by vfleet's model first: a bad file is one line with its line number."""
     document = load_yaml(path, "inventory")
     spec.check_inventory(document)
     spec.check_no_plain_secrets(document)
     return document.data
 
 
-def _walk(group: dict[str, Any] | None, name: str, parents: tuple[str, ...], out: dict) -> None:
-    """host -> (groups, vars) for one group subtree; `out` collects across calls."""
-    group = group or {}
-    chain = (*parents, name)
-    for host, hostvars in (group.get("hosts") or {}).items():
-        groups, merged = out.setdefault(str(host), (set(), {}))
-        groups.update(chain)
-        merged.update(hostvars or {})
-    for child, sub in (group.get("children") or {}).items():
-        _walk(sub, str(child), chain, out)
+def hosts_of(docs: list[tuple[str, Any]]) -> list[Host]:
+    """Every host the inventories name, with its groups and variables as Ansible resolves
+    them. `docs`: (path, document) from read_inventory; Ansible reads the paths again."""
+    return ansible_hosts(ansible_inventory([source for source, _ in docs]))
 
 
-def _group_names(group: dict[str, Any] | None, out: set[str]) -> None:
-    for child, sub in ((group or {}).get("children") or {}).items():
-        out.add(str(child))
-        _group_names(sub, out)
-
-
-def hosts_of(docs: list[tuple[str, dict[str, Any]]]) -> list[Host]:
-    """Every host the inventories name, with the groups it is in (directly or by nesting)."""
-    found: dict[str, tuple[set[str], dict[str, Any], str]] = {}
-    for source, doc in docs:
-        table: dict[str, tuple[set[str], dict[str, Any]]] = {}
-        _walk(doc.get("all"), "all", (), table)
-        for name, (groups, hostvars) in table.items():
-            if name in found:
-                found[name][0].update(groups)
-                found[name][1].update(hostvars)
-            else:
-                found[name] = (groups, dict(hostvars), source)
-    # Group membership by nesting: `vllm: {children: {gpu_hosts: {}}}` puts gpu_hosts' hosts
-    # in vllm even when gpu_hosts' hosts come from another inventory file.
-    nesting: dict[str, set[str]] = {}
-    for _, doc in docs:
-        _nest((doc.get("all") or {}), "all", nesting)
-    hosts = []
-    for name, (groups, hostvars, source) in found.items():
-        closed = set(groups)
-        changed = True
-        while changed:
-            changed = False
-            for parent, children in nesting.items():
-                if parent not in closed and children & closed:
-                    closed.add(parent)
-                    changed = True
-        hosts.append(
-            Host(
-                name=name,
-                address=str(hostvars.get("ansible_host", name)),
-                port=int(hostvars.get("ansible_port", 22)),
-                source=source,
-                groups=frozenset(closed),
-                vars=hostvars,
-            )
-        )
-    return hosts
-
-
-def _nest(group: dict[str, Any], name: str, nesting: dict[str, set[str]]) -> None:
-    for child, sub in (group.get("children") or {}).items():
-        nesting.setdefault(name, set()).add(str(child))
-        _nest(sub or {}, str(child), nesting)
-
-
-def check_inventories(
-    docs: list[tuple[str, dict[str, Any]]], env: str, provisioned: bool
-) -> list[Host]:
+def check_inventories(docs: list[tuple[str, Any]], env: str, provisioned: bool) -> list[Host]:
     """Structure, groups, duplicates and GPU names; `provisioned`: Terraform has run (or the
     environment is static), so gpu_hosts must not be empty."""
     static = docs[0][0] if docs else f"inventories/{env}/hosts.yml"
-    groups: set[str] = set()
-    for _, doc in docs:
-        _group_names(doc.get("all"), groups)
-    missing = [g for g in ROLE_GROUPS if g not in groups]
+    inventory = ansible_inventory([source for source, _ in docs])
+    missing = [g for g in ROLE_GROUPS if g not in inventory.groups]
     if missing:
         raise UserError(
             f"{static}: group {missing[0]} is missing: keep the role-named groups of "
             "inventories/local/hosts.yml (each a child group of gpu_hosts)"
         )
-    hosts = hosts_of(docs)
+    hosts = ansible_hosts(inventory)
     seen: dict[tuple[str, int], str] = {}
     private_seen: dict[str, str] = {}
     for host in hosts:

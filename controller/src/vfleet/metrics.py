@@ -10,6 +10,12 @@ has had, newest first, so one parser serves 0.8 through 0.33:
 Series with several engines (label engine="0", "1", ...) are summed (counters, gauges of
 requests) or averaged (usage), and histograms are merged bucket by bucket.
 
+The text is read by prometheus_client's parser; a text it refuses is one error naming the
+endpoint and the line. vLLM labels its series with the served model (`model_name`), and one
+scrape can hold several models: summed, one model's load would steer another's diagnosis, so
+`parse` reads the one it is given and refuses to guess between several. Series without the
+label (process_*, vllm:cache_config_info) always count.
+
 A value that is not a finite, non-negative number (NaN, +Inf, -3) is no measurement of any
 of these signals: its series is left out and the snapshot's `notes` say so, so a broken
 exporter shows in the report instead of steering the diagnosis.
@@ -19,14 +25,14 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from vfleet.errors import UserError
 
-_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
+# prometheus_client names a counter's samples <name>_total even where the text wrote <name>
+# (vllm:num_preemptions reads as vllm:num_preemptions_total): each signal lists both.
 NAMES = {
     "running": ("vllm:num_requests_running",),
     "waiting": ("vllm:num_requests_waiting",),
@@ -86,21 +92,79 @@ class Snapshot:
         return self.values.get(key, default)
 
 
-def _parse_lines(text: str) -> list[tuple[str, dict[str, str], float]]:
-    rows = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = _LINE.match(line)
-        if not match:
-            continue
-        name, _, labels, value = match.groups()
+Row = tuple[str, dict[str, str], float]  # sample name, labels, value
+
+# What prometheus_client's parser raises on text it refuses (IndexError on some label soup).
+_REFUSED = (ValueError, IndexError)
+
+
+def _one_line(message: object, limit: int = 80) -> str:
+    return " ".join(str(message).split())[:limit]
+
+
+def _refusal(text: str, exc: Exception) -> str:
+    """Where and why the parser refused `text`. It names no line itself, but every rule it
+    enforces is about one line, so the first line it refuses on its own is the culprit."""
+    for number, line in enumerate(text.split("\n"), 1):
         try:
-            number = float(value)
-        except ValueError:
-            continue
-        rows.append((name, dict(_LABEL.findall(labels or "")), number))
-    return rows
+            for _ in text_string_to_metric_families(line):
+                pass
+        except _REFUSED as err:
+            why = f" ({_one_line(err)})" if str(err).strip() else ""
+            return f"line {number} {_one_line(line)!r} is not Prometheus text{why}"
+    return f"not Prometheus text ({_one_line(exc) or type(exc).__name__})"
+
+
+def _read(text: str, where: str) -> list[Row]:
+    """Every sample of one /metrics text, in the order the text has them."""
+    try:
+        return [
+            (sample.name, sample.labels, float(sample.value))
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+        ]
+    except _REFUSED as exc:
+        raise UserError(
+            f"{where}/metrics: {_refusal(text, exc)}: point --endpoint at a vLLM API server "
+            "(http://HOST:PORT)"
+        ) from None
+
+
+def _served(rows: list[Row]) -> list[str]:
+    """The served models a text's vllm: series are labelled with, first seen first."""
+    return list(
+        dict.fromkeys(
+            labels["model_name"]
+            for name, labels, _ in rows
+            if name.startswith("vllm:") and "model_name" in labels
+        )
+    )
+
+
+def _listed(models: list[str]) -> str:
+    shown = ", ".join(repr(_one_line(m)) for m in models[:5])
+    return shown + (f" and {len(models) - 5} more" if len(models) > 5 else "")
+
+
+def _check_model(served: list[list[str]], wheres: list[str], model_name: str | None) -> None:
+    """Refuse a model no text serves, and several models read without a choice."""
+    if model_name is None:
+        every = list(dict.fromkeys(m for models in served for m in models))
+        if len(every) > 1:
+            holders = [where for where, models in zip(wheres, served, strict=True) if models]
+            one = len(holders) == 1
+            place = f"{holders[0]}/metrics serves" if one else "the endpoints' /metrics serve"
+            raise UserError(
+                f"{place} {len(every)} models ({_listed(every)}): pass the served model "
+                "name to read (--served-model-name)"
+            )
+        return
+    for where, models in zip(wheres, served, strict=True):
+        if models and model_name not in models:
+            raise UserError(
+                f"{where}/metrics serves no model named {_one_line(model_name)!r} (it serves "
+                f"{_listed(models)}): pass the served model name (--served-model-name)"
+            )
 
 
 def _bound(le: str) -> float | None:
@@ -112,23 +176,32 @@ def _bound(le: str) -> float | None:
     return None if math.isnan(bound) or bound < 0 else bound
 
 
-def parse(texts: list[str], sources: list[str] | None = None) -> Snapshot:
+def parse(
+    texts: list[str], sources: list[str] | None = None, model_name: str | None = None
+) -> Snapshot:
     """Merge the /metrics texts of several endpoints into one snapshot; `sources` names
-    each text in errors (its endpoint)."""
+    each text in errors (its endpoint). `model_name` is the served model to read: series of
+    other models are left out, and without it a scrape of several models is refused."""
+    wheres = [sources[index] if sources else "the endpoint" for index in range(len(texts))]
+    read = []
+    for text, where in zip(texts, wheres, strict=True):
+        rows = _read(text, where)
+        if not any(name.startswith("vllm:") for name, _, _ in rows):
+            raise UserError(
+                f"{where}/metrics has no vllm: series: point --endpoint at a vLLM API "
+                "server (http://HOST:PORT), and check it is the right port"
+            )
+        read.append(rows)
+    _check_model([_served(rows) for rows in read], wheres, model_name)
     snap = Snapshot()
     samples: dict[str, list[float]] = {}  # plain series by name, across engines
     buckets: dict[str, dict[float, float]] = {}  # histogram base -> bound -> cumulative
     broken: dict[str, str] = {}  # series name -> the first bad value seen
     engines: set[tuple[int, str]] = set()
-    for index, text in enumerate(texts):
-        rows = _parse_lines(text)
-        if not any(name.startswith("vllm:") for name, _, _ in rows):
-            where = sources[index] if sources else "the endpoint"
-            raise UserError(
-                f"{where}/metrics has no vllm: series: point --endpoint at a vLLM API "
-                "server (http://HOST:PORT), and check it is the right port"
-            )
+    for index, rows in enumerate(read):
         for name, labels, value in rows:
+            if model_name is not None and labels.get("model_name", model_name) != model_name:
+                continue  # another model's series
             snap.metric_names.add(name)
             if not name.startswith("vllm:"):
                 continue

@@ -1,19 +1,18 @@
 """`make deploy` / `make destroy` / `make probe` / `make plan`: the rollout, phase by phase.
 
 Each phase is one command whose failure stops the rollout before anything that depends on
-it starts; the message names the phase, the host when Ansible says which, and the command
-that resumes (every phase is idempotent, so resuming is re-running). Durations are printed
-at the end and written into the report.
+it starts; the message names the phase, each failed host and why (from the record that
+ansible/plugins/callback/vfleet_results.py writes of each ansible-playbook run), and the
+command that resumes (every phase is idempotent, so resuming is re-running). Durations are
+printed at the end and written into the report.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,84 +120,80 @@ def known_hosts_file(ctx: Context) -> Path:
     return Path(name) if Path(name).is_absolute() else ctx.root / name
 
 
-def _env() -> dict[str, str]:
+RESULTS_CALLBACK = "vfleet_results"  # ansible/plugins/callback/vfleet_results.py
+UNREACHABLE_ADVICE = "power it on or restore its network and SSH, then resume"
+
+
+def _env(results: Path | None = None) -> dict[str, str]:
+    """The phase commands' environment; with `results`, ansible-playbook also runs vfleet's
+    results callback, which writes each host's outcome there."""
     env = dict(os.environ)
     env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '/usr/bin:/bin')}"
     env.setdefault("ANSIBLE_CONFIG", str(ROOT / "ansible" / "ansible.cfg"))
     env.setdefault("ANSIBLE_FORCE_COLOR", "0")
+    if results is not None:
+        # Added to the operator's own callbacks and plugin folders, if any, not in their place.
+        plugins = [
+            str(ROOT / "ansible" / "plugins" / "callback"),
+            env.get("ANSIBLE_CALLBACK_PLUGINS"),
+        ]
+        env["ANSIBLE_CALLBACK_PLUGINS"] = os.pathsep.join(p for p in plugins if p)
+        enabled = [c for c in env.get("ANSIBLE_CALLBACKS_ENABLED", "").split(",") if c.strip()]
+        env["ANSIBLE_CALLBACKS_ENABLED"] = ",".join([*enabled, RESULTS_CALLBACK])
+        env["VFLEET_RESULTS_FILE"] = str(results)
     return env
 
 
-_RESULT = re.compile(
-    r"^(?:fatal|failed): \[([^\]]+)\](?: \(item=.*\))?: (FAILED|UNREACHABLE)! =>(.*)$"
-)
-_UNREACHABLE = re.compile(r"UNREACHABLE! =>|unreachable=[1-9]")
-_RECAP = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=\d+\s+unreachable=(\d+)\s+failed=(\d+)")
-# What a loop's summary says in place of the item that failed.
-_GENERIC = {"One or more items failed", "All items completed"}
-UNREACHABLE_ADVICE = "power it on or restore its network and SSH, then resume"
-
-
-def _result(block: list[str]) -> dict[str, Any]:
-    """The result Ansible printed after `=>`: indented YAML (callback_result_format = yaml)
-    or one line of JSON."""
-    import yaml
-
-    text = "".join(block)
+def read_results(results: Path) -> dict[str, dict[str, Any]]:
+    """host -> its outcome (status, task, message, recap) as the results callback wrote it;
+    empty when ansible-playbook stopped before its recap (a syntax error, a signal)."""
     try:
-        data = (
-            json.loads(text)
-            if text.lstrip().startswith("{")
-            else yaml.safe_load(textwrap.dedent(text))
-        )
-    except (json.JSONDecodeError, yaml.YAMLError):
+        data = json.loads(results.read_text())
+    except (OSError, json.JSONDecodeError):
         return {}
-    return data if isinstance(data, dict) else {}
+    hosts = data.get("hosts") if isinstance(data, dict) else None
+    if not isinstance(hosts, dict):
+        return {}
+    return {str(h): r for h, r in hosts.items() if isinstance(r, dict)}
 
 
-def _one_line(result: dict[str, Any]) -> str:
-    """The result's message on one line; a failed command adds its last stderr line (pip's
-    "No space left on device", for one)."""
-    msg = re.sub(r"^(Task failed: )+", "", str(result.get("msg") or "failed"))
-    stderr = [ln for ln in str(result.get("stderr") or "").splitlines() if ln.strip()]
-    if stderr and result.get("rc"):
-        msg = f"{msg}: {stderr[-1]}"
-    msg = " ".join(msg.split())
-    return msg if len(msg) <= 400 else msg[:397] + "..."
+def host_failures(results: Path) -> dict[str, str]:
+    """host -> one line on what failed there, from the results callback's file. The last
+    failure per host counts (a rescue's closing `fail` explains the error it rescued);
+    ignored failures, and hosts the recap counts neither failed nor unreachable (a rescue
+    that recovered), do not."""
+    return _failures(read_results(results))
 
 
-def host_failures(lines: list[str]) -> dict[str, str]:
-    """host -> one line on what failed there, from ansible-playbook's output. The last
-    failure per host wins (a rescue's closing `fail` explains the error it rescued);
-    ignored failures, and hosts the PLAY RECAP counts neither failed nor unreachable (a
-    rescue that recovered), do not count."""
-    recap = {m.group(1): m.group(2, 3) for line in lines if (m := _RECAP.match(line))}
+def _failures(outcomes: dict[str, dict[str, Any]]) -> dict[str, str]:
     found: dict[str, str] = {}
-    for i, line in enumerate(lines):
-        head = _RESULT.match(line.rstrip("\n"))
-        if not head:
-            continue
-        block = [head.group(3)] if head.group(3).strip() else []
-        end = i + 1
-        while end < len(lines) and lines[end].startswith(" "):
-            block.append(lines[end])
-            end += 1
-        if end < len(lines) and lines[end].startswith("...ignoring"):
-            continue
-        what = _one_line(_result(block))
-        if head.group(2) == "UNREACHABLE":
-            what = f"unreachable ({what}): {UNREACHABLE_ADVICE}"
-        if what not in _GENERIC and recap.get(head.group(1), ("1", "1")) != ("0", "0"):
-            found[head.group(1)] = what
+    for host, outcome in outcomes.items():
+        what = str(outcome.get("message") or f"task {outcome.get('task')!r} failed")
+        if outcome.get("status") == "unreachable":
+            found[host] = f"unreachable ({what}): {UNREACHABLE_ADVICE}"
+        elif outcome.get("status") == "failed":
+            found[host] = what
     return found
 
 
-def run(ctx: Context, name: str, argv: list[str], log_name: str, cwd: Path | None = None) -> str:
+def run(
+    ctx: Context,
+    name: str,
+    argv: list[str],
+    log_name: str,
+    cwd: Path | None = None,
+    ansible: bool = False,
+) -> str:
     """Run one phase command, streaming a progress dot per output line to the terminal and
-    the whole output to artifacts/<env>/logs/<log_name>.log."""
+    the whole output to artifacts/<env>/logs/<log_name>.log. An `ansible` command (an
+    ansible-playbook run) also records each host's outcome in <log_name>.results.json,
+    which names the hosts when it fails."""
     logs = ctx.artifacts / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"{log_name}.log"
+    results = logs / f"{log_name}.results.json" if ansible else None
+    if results is not None:
+        results.unlink(missing_ok=True)  # an earlier run's hosts must not be named for this one
     start = time.monotonic()
     print(f"==> {name}", flush=True)
     lines: list[str] = []
@@ -206,7 +201,7 @@ def run(ctx: Context, name: str, argv: list[str], log_name: str, cwd: Path | Non
         proc = subprocess.Popen(
             argv,
             cwd=cwd or ctx.root,
-            env=_env(),
+            env=_env(results),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -222,9 +217,11 @@ def run(ctx: Context, name: str, argv: list[str], log_name: str, cwd: Path | Non
     ctx.phases.append((name, elapsed))
     output = "".join(lines)
     if rc != 0:
-        why = "unreachable" if _UNREACHABLE.search(output) else f"exit {rc}"
+        outcomes = read_results(results) if results is not None else {}
+        unreachable = any(o.get("status") == "unreachable" for o in outcomes.values())
+        why = "unreachable" if unreachable else f"exit {rc}"
         log = str(log_path.relative_to(ctx.root))
-        raise PhaseFailed(name, why, host_failures(lines), log, "".join(lines[-15:]))
+        raise PhaseFailed(name, why, _failures(outcomes), log, "".join(lines[-15:]))
     print(f"    done in {elapsed:.1f} s", flush=True)
     return output
 
@@ -290,7 +287,7 @@ def _playbook(ctx: Context, name: str, book: str, extra: dict[str, Any] | None =
             }
         ),
     ]
-    run(ctx, name, argv, book.removesuffix(".yml"), cwd=ctx.root / "ansible")
+    run(ctx, name, argv, book.removesuffix(".yml"), cwd=ctx.root / "ansible", ansible=True)
 
 
 def _local_controller(ctx: Context) -> None:
@@ -629,9 +626,9 @@ def write_report(
         ctx.env, plan, budget, points, results, endpoints, list(ctx.phases), notes
     )
     out = ctx.artifacts / "report"
-    markdown, _ = report.build(inputs, out)
-    (out / "report.md").write_text(markdown)
-    (out / "report.html").write_text(report.to_html(markdown, f"vfleet {ctx.env}"))
+    laid_out = report.build(inputs, out)
+    (out / "report.md").write_text(report.markdown(laid_out))
+    (out / "report.html").write_text(report.html(laid_out))
 
 
 def destroy(env: str) -> int:

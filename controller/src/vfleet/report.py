@@ -1,13 +1,15 @@
 """The deployment report: Markdown and HTML with PNG plots, from what the pipeline produced
-(plan, budget, load-test results, phase timings). Writing files is the caller's job except
-for the plots, which matplotlib draws straight to PNG."""
+(plan, budget, load-test results, phase timings). `build` lays the report out once as
+sections of tables, images, text and lists; `markdown` writes that as Markdown and `html`
+feeds it to templates/report.html.j2 (autoescaped: plan and inventory values are text,
+never markup). Writing files is the caller's job except for the plots, which matplotlib
+draws straight to PNG."""
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from vfleet.budget import Budget
 
@@ -22,6 +24,58 @@ class ReportInputs:
     endpoints: list[dict[str, Any]]
     phases: list[tuple[str, float]]  # (phase, seconds)
     notes: list[str] = field(default_factory=list)
+
+
+# ---- the report's structure, shared by the Markdown and the HTML --------------------------
+Span = tuple[str, str]  # (style, text): style "" (plain), "code" or "strong"
+
+
+@dataclass(frozen=True)
+class Text:
+    spans: list[Span]
+    kind: ClassVar[str] = "text"
+
+
+@dataclass(frozen=True)
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+    kind: ClassVar[str] = "table"
+
+
+@dataclass(frozen=True)
+class Image:
+    src: str  # relative to the report's directory
+    alt: str
+    kind: ClassVar[str] = "image"
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: list[str]
+    kind: ClassVar[str] = "bullets"
+
+
+Block = Text | Table | Image | Bullets
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    title: str  # the page's <title>
+    heading: str
+    intro: list[Block]
+    sections: list[Section]
+    plots: list[Path]
+
+    def images(self) -> list[Image]:
+        blocks = [*self.intro, *(b for s in self.sections for b in s.blocks)]
+        return [b for b in blocks if isinstance(b, Image)]
 
 
 def _plot_sweep(points: list[Budget], path: Path) -> None:
@@ -103,57 +157,64 @@ def _plot_alternatives(plan: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out)
+def _text(*spans: str | Span) -> Text:
+    return Text([(("", s) if isinstance(s, str) else s) for s in spans])
 
 
-def build(inputs: ReportInputs, out_dir: Path) -> tuple[str, list[Path]]:
-    """Draw the plots into out_dir and return the Markdown text and the plot paths."""
+def build(inputs: ReportInputs, out_dir: Path) -> Report:
+    """Draw the plots into out_dir and lay the report out."""
     out_dir.mkdir(parents=True, exist_ok=True)
     plots: list[Path] = []
     plan = inputs.plan
-    md = [f"# vfleet deployment report: {inputs.env}", ""]
-    md += [
-        f"Model `{plan['model']}` on {plan['nodes']} x {plan['gpus_per_node']} "
-        f"{plan['gpu']}, vLLM {plan['vllm_version']}.",
-        "",
-    ]
-    md += ["## Endpoints", ""]
-    md += [
-        _table(
-            ["engine", "URL", "mode", "hosts"],
-            [[e["engine"], e["url"], e["mode"], ", ".join(e["hosts"])] for e in inputs.endpoints],
+    intro: list[Block] = [
+        _text(
+            "Model ",
+            ("code", str(plan["model"])),
+            f" on {plan['nodes']} x {plan['gpus_per_node']} {plan['gpu']}, "
+            f"vLLM {plan['vllm_version']}.",
         )
     ]
-    md += [
-        "",
-        "## Plan",
-        "",
-        f"Chosen: **{plan['layout']} x {plan['replicas']}** — {plan.get('reason', '')}",
-        "",
-        _table(
-            ["knob", "value"],
-            [
-                ["gpu-memory-utilization", str(plan["gpu_memory_utilization"])],
-                ["max-num-seqs", str(plan["max_num_seqs"])],
-                ["max-num-batched-tokens", str(plan["max_num_batched_tokens"])],
-                ["max-model-len", str(plan["max_model_len"])],
-                ["kv-cache-dtype", plan["kv_cache_dtype"]],
-                ["chunked prefill", "on" if plan["enable_chunked_prefill"] else "off"],
-            ],
-        ),
-    ]
+    endpoints = Section(
+        "Endpoints",
+        [
+            Table(
+                ["engine", "URL", "mode", "hosts"],
+                [
+                    [e["engine"], e["url"], e["mode"], ", ".join(e["hosts"])]
+                    for e in inputs.endpoints
+                ],
+            )
+        ],
+    )
+    chosen = Section(
+        "Plan",
+        [
+            _text(
+                "Chosen: ",
+                ("strong", f"{plan['layout']} x {plan['replicas']}"),
+                f" — {plan.get('reason', '')}",
+            ),
+            Table(
+                ["knob", "value"],
+                [
+                    ["gpu-memory-utilization", str(plan["gpu_memory_utilization"])],
+                    ["max-num-seqs", str(plan["max_num_seqs"])],
+                    ["max-num-batched-tokens", str(plan["max_num_batched_tokens"])],
+                    ["max-model-len", str(plan["max_model_len"])],
+                    ["kv-cache-dtype", plan["kv_cache_dtype"]],
+                    ["chunked prefill", "on" if plan["enable_chunked_prefill"] else "off"],
+                ],
+            ),
+        ],
+    )
+    sections = [endpoints, chosen]
     if plan.get("alternatives"):
         path = out_dir / "plan_alternatives.png"
         _plot_alternatives(plan, path)
         plots.append(path)
-        md += [
-            "",
-            "![plan alternatives](plan_alternatives.png)",
-            "",
-            _table(
+        chosen.blocks += [
+            Image(path.name, "plan alternatives"),
+            Table(
                 ["layout", "tokens/s", "TPOT ms", "why not"],
                 [
                     [
@@ -168,122 +229,104 @@ def build(inputs: ReportInputs, out_dir: Path) -> tuple[str, list[Path]]:
         ]
     if inputs.budget:
         b = inputs.budget
-        md += [
-            "",
-            "## KV budget (per GPU)",
-            "",
-            _table(
-                ["term", "GiB"],
-                [
-                    ["requested", f"{b.requested_gib:.2f}"],
-                    ["weights", f"{b.weights_gib:.2f}"],
-                    ["activation", f"{b.activation_gib:.2f}"],
-                    ["non-torch", f"{b.non_torch_gib:.2f}"],
-                    ["CUDA graphs", f"{b.cudagraph_gib:.2f}"],
-                    ["KV pool", f"{b.available_kv_gib:.2f}"],
-                ],
-            ),
-            "",
-            f"{b.kv_tokens:,} KV tokens per engine; {b.max_concurrency:.1f} sequences at "
-            f"{b.max_model_len} tokens.",
+        table = [
+            ["requested", b.requested_gib],
+            ["weights", b.weights_gib],
+            ["activation", b.activation_gib],
+            ["non-torch", b.non_torch_gib],
+            ["CUDA graphs", b.cudagraph_gib],
+            ["KV pool", b.available_kv_gib],
         ]
+        sections.append(
+            Section(
+                "KV budget (per GPU)",
+                [
+                    Table(["term", "GiB"], [[term, f"{gib:.2f}"] for term, gib in table]),
+                    _text(
+                        f"{b.kv_tokens:,} KV tokens per engine; {b.max_concurrency:.1f} "
+                        f"sequences at {b.max_model_len} tokens."
+                    ),
+                ],
+            )
+        )
     if inputs.sweep:
         path = out_dir / "kv_budget.png"
         _plot_sweep(inputs.sweep, path)
         plots.append(path)
-        md += ["", "![KV budget sweep](kv_budget.png)"]
+        sections[-1].blocks.append(Image(path.name, "KV budget sweep"))
     if inputs.loadtests:
         path = out_dir / "loadtest.png"
         _plot_loadtest(inputs.loadtests, path)
         plots.append(path)
-        md += [
-            "",
-            "## Load test",
-            "",
-            _table(
-                [
-                    "endpoint",
-                    "completed",
-                    "req/s",
-                    "output tok/s",
-                    "TTFT p50/p99 ms",
-                    "ITL p50/p99 ms",
-                ],
-                [
-                    [
-                        r.get("endpoint", "?"),
-                        str(r.get("completed", "?")),
-                        f"{r.get('request_throughput', 0):.2f}",
-                        f"{r.get('output_throughput', 0):.1f}",
-                        f"{r.get('median_ttft_ms', 0):.1f} / {r.get('p99_ttft_ms', 0):.1f}",
-                        f"{r.get('median_itl_ms', 0):.1f} / {r.get('p99_itl_ms', 0):.1f}",
-                    ]
-                    for r in inputs.loadtests
-                ],
-            ),
-            "",
-            "![load test](loadtest.png)",
-        ]
-    md += [
-        "",
-        "## Phases",
-        "",
-        _table(["phase", "seconds"], [[p, f"{s:.1f}"] for p, s in inputs.phases]),
-    ]
+        sections.append(Section("Load test", [_loadtest_table(inputs.loadtests)]))
+        sections[-1].blocks.append(Image(path.name, "load test"))
     total = sum(s for _, s in inputs.phases)
-    md += ["", f"Total: {total:.0f} s."]
+    sections.append(
+        Section(
+            "Phases",
+            [
+                Table(["phase", "seconds"], [[p, f"{s:.1f}"] for p, s in inputs.phases]),
+                _text(f"Total: {total:.0f} s."),
+            ],
+        )
+    )
     if inputs.notes:
-        md += ["", "## Notes", ""] + [f"- {n}" for n in inputs.notes]
-    return "\n".join(md) + "\n", plots
+        sections.append(Section("Notes", [Bullets(list(inputs.notes))]))
+    title = f"vfleet {inputs.env}"
+    return Report(title, f"vfleet deployment report: {inputs.env}", intro, sections, plots)
 
 
-def to_html(markdown: str, title: str) -> str:
-    """A small, dependency-free Markdown subset (headings, tables, images, lists) to HTML."""
-    body: list[str] = []
-    in_table = False
-    for line in markdown.splitlines():
-        if line.startswith("|"):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            if all(set(c) <= {"-"} for c in cells):
-                continue
-            tag = "th" if not in_table else "td"
-            if not in_table:
-                body.append("<table>")
-                in_table = True
-            body.append("<tr>" + "".join(f"<{tag}>{_inline(c)}</{tag}>" for c in cells) + "</tr>")
-            continue
-        if in_table:
-            body.append("</table>")
-            in_table = False
-        if line.startswith("#"):
-            level = len(line) - len(line.lstrip("#"))
-            body.append(f"<h{level}>{_inline(line[level:].strip())}</h{level}>")
-        elif line.startswith("![") and "](" in line:
-            alt, src = line[2:].split("](", 1)
-            body.append(
-                f'<p><img src="{html.escape(src.rstrip(")"))}" alt="{html.escape(alt)}"></p>'
-            )
-        elif line.startswith("- "):
-            body.append(f"<ul><li>{_inline(line[2:])}</li></ul>")
-        elif line.strip():
-            body.append(f"<p>{_inline(line)}</p>")
-    if in_table:
-        body.append("</table>")
-    style = (
-        "body{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}"
-        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
-        "padding:4px 8px;font-size:14px}th{background:#f0f0f0}img{max-width:100%}"
-    )
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
-        f"</title><style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+def _loadtest_table(results: list[dict[str, Any]]) -> Table:
+    return Table(
+        ["endpoint", "completed", "req/s", "output tok/s", "TTFT p50/p99 ms", "ITL p50/p99 ms"],
+        [
+            [
+                r.get("endpoint", "?"),
+                str(r.get("completed", "?")),
+                f"{r.get('request_throughput', 0):.2f}",
+                f"{r.get('output_throughput', 0):.1f}",
+                f"{r.get('median_ttft_ms', 0):.1f} / {r.get('p99_ttft_ms', 0):.1f}",
+                f"{r.get('median_itl_ms', 0):.1f} / {r.get('p99_itl_ms', 0):.1f}",
+            ]
+            for r in results
+        ],
     )
 
 
-def _inline(text: str) -> str:
-    out = html.escape(text)
-    while "**" in out:
-        out = out.replace("**", "<b>", 1).replace("**", "</b>", 1)
-    while out.count("`") >= 2:
-        out = out.replace("`", "<code>", 1).replace("`", "</code>", 1)
-    return out
+def _markdown_block(block: Block) -> str:
+    if isinstance(block, Table):
+        lines = ["| " + " | ".join(block.headers) + " |", "|" + "---|" * len(block.headers)]
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in block.rows])
+    if isinstance(block, Image):
+        return f"![{block.alt}]({block.src})"
+    if isinstance(block, Bullets):
+        return "\n".join(f"- {item}" for item in block.items)
+    marks = {"": "", "code": "`", "strong": "**"}
+    return "".join(f"{marks[style]}{text}{marks[style]}" for style, text in block.spans)
+
+
+def markdown(doc: Report) -> str:
+    """The report as Markdown (report.md)."""
+    lines = [f"# {doc.heading}"]
+    for block in doc.intro:
+        lines += ["", _markdown_block(block)]
+    for section in doc.sections:
+        lines += ["", f"## {section.title}"]
+        for block in section.blocks:
+            lines += ["", _markdown_block(block)]
+    return "\n".join(lines) + "\n"
+
+
+def html(doc: Report) -> str:
+    """The report as one HTML page (report.html), from templates/report.html.j2."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    env = Environment(
+        loader=PackageLoader("vfleet", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    return env.get_template("report.html.j2").render(report=doc)

@@ -2,9 +2,9 @@
 `inventories/<env>/group_vars/*.yml` and the inventories (`hosts.yml`, Terraform's).
 
 Deploy variables are the `vfleet_*` ones plus the firewall's source lists; every other
-variable belongs to a role and is checked against that role's meta/argument_specs.yml
-(vfleet.schema.check_role_vars). A value Ansible templates at run time (a Jinja expression
-or a `!vault` value) is taken as written, as Ansible's own argument-spec check does.
+variable belongs to a role and is checked against that role's meta/argument_specs.yml by
+Ansible's own validator (vfleet.schema.check_role_vars). A value Ansible templates at run
+time (a Jinja expression or a `!vault` value) is taken as written: only Ansible resolves it.
 
 Secrets are also found by value: a plain token (`hf_...`, `sk-...`, a long high-entropy
 string) anywhere in group_vars or an inventory is refused, whatever the variable is called.
