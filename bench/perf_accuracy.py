@@ -12,7 +12,7 @@ Runs vfleet does not model are listed with the reason and not scored.
     python bench/perf_accuracy.py --holdout  # also: each group predicted by a fit without it
 
 The fit adjusts physical parameters only (kernel efficiencies per GPU generation, CPU and
-launch overheads per engine generation; vfleet.perf_params), by least squares on log errors
+launch overheads per engine generation; vfleet.perf.params), by least squares on log errors
 with a weak pull towards their starting values; no parameter belongs to one case.
 """
 
@@ -31,8 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from vfleet.errors import UserError
-from vfleet.estimate import Prepared, finish, prepare
-from vfleet.perf_params import (
+from vfleet.perf.params import (
     ENGINE_GENERATIONS,
     FIT_FILE,
     FITTED_EFFICIENCY,
@@ -42,6 +41,7 @@ from vfleet.perf_params import (
     with_values,
 )
 from vfleet.perfcases import Case, load_cases
+from vfleet.plan.estimate import Prepared, finish, prepare
 
 GAP = 0.05  # pairs whose measured throughputs differ by more than this are scored
 TPOT_WEIGHT = 0.5  # TPOT residuals count half as much as throughput residuals

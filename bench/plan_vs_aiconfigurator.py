@@ -20,7 +20,7 @@ of the measured link, to show how much AIC's answer depends on the link.
 Part 2, both tools against published measurements (controller/src/vfleet/data/perf_cases/
 measured.json): every aggregated vLLM run on H100/H200 SXM with a model AIC bundles, fixed
 random lengths and a fixed concurrency (or all prompts at once), scored at its measured layout
-by AIC and by vfleet (vfleet.perfcases + vfleet.estimate, in the controller's venv); each
+by AIC and by vfleet (vfleet.perfcases + vfleet.plan.estimate, in the controller's venv); each
 tool's |error| and the median |error| over the points both model. Points AIC cannot model are
 listed with the reason.
 
@@ -299,9 +299,9 @@ def run_estimate(vfleet: Path, sc: Scenario, point: dict[str, Any]) -> dict[str,
 VFLEET_CASES = """
 import json, sys
 from vfleet.errors import UserError
-from vfleet.estimate import estimate
+from vfleet.plan.estimate import estimate
 from vfleet.perfcases import load_cases
-from vfleet.versions import batch_defaults
+from vfleet.catalog.releases import batch_defaults
 
 wanted = set(sys.argv[1:])
 out = {}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vfleet import envcheck, schema
+from vfleet.deploy import argspecs, envcheck
 from vfleet.errors import UserError
 from vfleet.spec.files import Vaulted
 
@@ -163,7 +163,7 @@ def roles(tmp_path: Path) -> Path:
 )
 def test_a_role_variable_of_the_wrong_type_is_refused(roles, name, value, needle):
     with pytest.raises(UserError) as info:
-        schema.check_role_vars({name: value}, roles, "all.yml")
+        argspecs.check_role_vars({name: value}, roles, "all.yml")
     message = str(info.value)
     assert message.startswith(f"all.yml: {name}: ")
     assert needle in message
@@ -181,11 +181,11 @@ def test_a_role_variable_of_the_wrong_type_is_refused(roles, name, value, needle
     ],
 )
 def test_what_ansible_accepts_or_resolves_later_passes(roles, values):
-    schema.check_role_vars(values, roles, "all.yml")
+    argspecs.check_role_vars(values, roles, "all.yml")
 
 
 def test_the_shipped_roles_choices_are_checked():
     roles = REPO / "ansible" / "roles"
     with pytest.raises(UserError, match="must be one of: open, proprietary, got: closed"):
-        schema.check_role_vars({"nvidia_driver_kernel_modules": "closed"}, roles, "all.yml")
-    schema.check_role_vars({"nvidia_driver_kernel_modules": "open"}, roles, "all.yml")
+        argspecs.check_role_vars({"nvidia_driver_kernel_modules": "closed"}, roles, "all.yml")
+    argspecs.check_role_vars({"nvidia_driver_kernel_modules": "open"}, roles, "all.yml")

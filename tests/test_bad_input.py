@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vfleet import envcheck, pipeline
+from vfleet.deploy import envcheck, pipeline
 from vfleet.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]

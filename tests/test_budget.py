@@ -2,11 +2,11 @@
 
 from dataclasses import replace
 
-from vfleet.budget import BudgetRequest, compute, fits, smallest_fitting_layout
-from vfleet.catalog import load_model
-from vfleet.gpus import resolve_gpu
-from vfleet.params import Layout
-from vfleet.versions import traits
+from vfleet.budget.compute import BudgetRequest, compute, fits, smallest_fitting_layout
+from vfleet.budget.params import Layout
+from vfleet.catalog.gpus import resolve_gpu
+from vfleet.catalog.models import load_model
+from vfleet.catalog.releases import traits
 
 
 def _req(model="deepseek-ai/DeepSeek-V3", gpu="H200-SXM-141GB", version="0.33.0", **kw):

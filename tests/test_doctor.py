@@ -1,13 +1,13 @@
 """`vfleet doctor` reasoning on recorded-style inputs (the engine tests drive a real server)."""
 
-from vfleet.doctor import (
+from vfleet.observe.doctor import (
     EngineConfig,
     config_from_log,
     log_diagnoses,
     metric_diagnoses,
     observe,
 )
-from vfleet.metrics import parse
+from vfleet.observe.metrics import parse
 
 BASE = """
 vllm:num_requests_running{{engine="0",model_name="m"}} {running}

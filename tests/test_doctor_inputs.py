@@ -8,9 +8,15 @@ import json
 import pytest
 
 from vfleet import cli
-from vfleet.doctor import EngineConfig, config_from_log, config_from_plan, observe, report_text
 from vfleet.errors import UserError
-from vfleet.metrics import parse
+from vfleet.observe.doctor import (
+    EngineConfig,
+    config_from_log,
+    config_from_plan,
+    observe,
+    report_text,
+)
+from vfleet.observe.metrics import parse
 
 GOOD = 'vllm:num_requests_running{engine="0"} 3\nvllm:num_requests_waiting{engine="0"} 0\n'
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vfleet import perf
-from vfleet.catalog import load_model
-from vfleet.cluster import cluster_from_dict
-from vfleet.estimate import EstimateRequest, estimate, request_lengths
-from vfleet.planner import parse_layout
-from vfleet.simulate import Client, EngineLimits, replay
-from vfleet.versions import traits
+from vfleet.catalog.models import load_model
+from vfleet.catalog.releases import traits
+from vfleet.perf import model as perf
+from vfleet.perf.simulate import Client, EngineLimits, replay
+from vfleet.plan.cluster import cluster_from_dict
+from vfleet.plan.estimate import EstimateRequest, estimate, request_lengths
+from vfleet.plan.search import parse_layout
 
 REPO = Path(__file__).resolve().parent.parent
 H200 = {
@@ -207,7 +207,7 @@ def test_the_bundled_fit_meets_its_targets_on_the_development_set():
         import perf_accuracy
     finally:
         sys.path.pop(0)
-    from vfleet.perf_params import default_fit
+    from vfleet.perf.params import default_fit
     from vfleet.perfcases import load_cases
 
     scored, _ = perf_accuracy.prepare_all(load_cases())
@@ -229,9 +229,9 @@ def test_the_bundled_fit_meets_its_targets_on_the_development_set():
 def test_plan_and_estimate_agree_on_the_plans_own_operating_point(cluster, model):
     """The planner's steady state and the full scheduler replay price the same engine with
     the same step model: at the plan's knobs and the workload's concurrency they agree."""
-    from vfleet.cluster import load_cluster
-    from vfleet.planner import PlanInputs, plan
-    from vfleet.workload import PRESETS
+    from vfleet.plan.cluster import load_cluster
+    from vfleet.plan.search import PlanInputs, plan
+    from vfleet.plan.workload import PRESETS
 
     spec, work = load_model(model), PRESETS["chat"]
     clus = load_cluster(REPO / "examples" / "clusters" / cluster)

@@ -15,9 +15,9 @@ from typing import Any
 import ci_gate
 import pytest
 
-from vfleet import facts
-from vfleet.cluster import load_cluster
 from vfleet.errors import UserError
+from vfleet.plan.cluster import load_cluster
+from vfleet.probe import facts
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTS = REPO / "tests" / "data" / "gpu-hosts"

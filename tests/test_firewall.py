@@ -1,4 +1,4 @@
-"""firewall.json: the ports each host's engines need, and from whom (vfleet.firewall)."""
+"""firewall.json: the ports each host's engines need, and from whom (vfleet.render.firewall)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 from render_cases import CASES, TWO_H100_ETH, render_case, run_vfleet
 
-from vfleet.cluster import load_cluster
+from vfleet.catalog.flags import flag_set
 from vfleet.errors import UserError
-from vfleet.firewall import EPHEMERAL, exposure
-from vfleet.flags import flag_set
-from vfleet.render import (
+from vfleet.plan.cluster import load_cluster
+from vfleet.render.engines import (
     EngineOnHost,
     Flag,
     HostRender,
@@ -24,6 +23,7 @@ from vfleet.render import (
     render,
     render_files,
 )
+from vfleet.render.firewall import EPHEMERAL, exposure
 
 OPTS = RenderOptions(model_path="/srv/models/m", served_model_name="m")
 

@@ -2,8 +2,8 @@
 
 import pytest
 
+from vfleet.catalog.gpus import catalog, parse_name, resolve_gpu
 from vfleet.errors import UserError
-from vfleet.gpus import catalog, parse_name, resolve_gpu
 from vfleet.kvcases import match_gpu
 
 

@@ -416,7 +416,7 @@ def test_validate_and_listings(work, data):
 )
 def test_host_commands_refuse_a_bad_env_before_touching_anything(command, env):
     """These commands need hosts; a bad --env must stop in the parser."""
-    with mock.patch("vfleet.pipeline.deploy") as deploy, mock.patch("subprocess.run") as run:
+    with mock.patch("vfleet.deploy.pipeline.deploy") as deploy, mock.patch("subprocess.run") as run:
         check([command, f"--env={env}"])
     assert not deploy.called and not run.called
 

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from vfleet import budget, catalog, gpus, kv_dsv4, versions
+from vfleet.budget import compute as budget
+from vfleet.budget import kv_dsv4
+from vfleet.budget.params import Layout
+from vfleet.catalog import gpus
+from vfleet.catalog import models as catalog
+from vfleet.catalog import releases as versions
+from vfleet.catalog.modelspec import spec_from_config
 from vfleet.errors import UserError
-from vfleet.modelspec import spec_from_config
-from vfleet.params import Layout
 
 AVAILABLE = 34_448_757_120
 LENGTHS = (4096, 65536, 131072, 262144)

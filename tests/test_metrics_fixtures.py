@@ -1,4 +1,4 @@
-"""`vfleet.metrics.parse` on /metrics text recorded from real vLLM servers of old releases.
+"""`vfleet.observe.metrics.parse` on /metrics text recorded from real vLLM servers of old releases.
 
 The dumps (tests/data/metrics, sources and versions in its README) all come from the V0 engine,
 so every signal must be read from the old names: KV usage from `vllm:gpu_cache_usage_perc`,
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from vfleet.errors import UserError
-from vfleet.metrics import parse
+from vfleet.observe.metrics import parse
 
 DATA = Path(__file__).resolve().parent / "data" / "metrics"
 DATADOG = "v0-0.5.0-datadog-opt-125m.prom"  # vLLM ~0.5.0, facebook/opt-125m, 1 request

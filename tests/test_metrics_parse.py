@@ -1,4 +1,4 @@
-"""`vfleet.metrics.parse` on V1-style text as prometheus_client reads it: two served models in
+"""`vfleet.observe.metrics.parse` on V1-style text as prometheus_client reads it: two models in
 one scrape, text the parser refuses, values that are no measurement, histogram families, and
 `vfleet doctor --served-model-name` passing the choice through."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from vfleet import cli
 from vfleet.errors import UserError
-from vfleet.metrics import parse
+from vfleet.observe.metrics import parse
 
 # One server, two served models (as with two LoRA-free model names on one port): each
 # model's series carries its model_name; process and cache-config series carry none.

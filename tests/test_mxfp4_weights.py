@@ -13,12 +13,12 @@ v0.27.0 4bdc8a788, v0.33.0 4ba787ec9.
 
 import pytest
 
-from vfleet.budget import BudgetRequest, compute, fits
-from vfleet.catalog import load_model
-from vfleet.gpus import resolve_gpu
-from vfleet.params import Layout, rank_weight_bytes
-from vfleet.quant import gpu_capability, mxfp4_expert_bytes, mxfp4_moe_layout, weight_format
-from vfleet.versions import parse_version, traits
+from vfleet.budget.compute import BudgetRequest, compute, fits
+from vfleet.budget.params import Layout, rank_weight_bytes
+from vfleet.budget.quant import gpu_capability, mxfp4_expert_bytes, mxfp4_moe_layout, weight_format
+from vfleet.catalog.gpus import resolve_gpu
+from vfleet.catalog.models import load_model
+from vfleet.catalog.releases import parse_version, traits
 
 GIB = 1 << 30
 H100 = gpu_capability("H100-SXM-80GB", "hopper")

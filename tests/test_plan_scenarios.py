@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.catalog import load_model
-from vfleet.cluster import load_cluster
-from vfleet.planner import PlanInputs, plan
-from vfleet.versions import traits
-from vfleet.workload import load_workload
+from vfleet.catalog.models import load_model
+from vfleet.catalog.releases import traits
+from vfleet.plan.cluster import load_cluster
+from vfleet.plan.search import PlanInputs, plan
+from vfleet.plan.workload import load_workload
 
 CLUSTERS = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 
@@ -67,7 +67,7 @@ def test_llama_70b_on_eight_h100_is_tp8_or_two_tp4():
 
 
 def test_deepseek_v4_flash_on_one_h200_node_beats_tp8_and_says_why():
-    from vfleet.plan_output import why_lost
+    from vfleet.present.plan_output import why_lost
 
     winner, ranked = _plan("1x8-h200.yaml", "deepseek-ai/DeepSeek-V4-Flash")
     assert winner.candidate.pp == 1
@@ -100,7 +100,7 @@ def test_max_num_seqs_never_exceeds_the_kv_cap(workload):
 def test_gpu_memory_utilization_drops_when_the_probe_saw_other_processes():
     from dataclasses import replace
 
-    from vfleet.planner import gpu_memory_utilization
+    from vfleet.plan.search import gpu_memory_utilization
 
     cluster = load_cluster(CLUSTERS / "1x8-h200.yaml")
     busy = replace(
@@ -113,7 +113,7 @@ def test_gpu_memory_utilization_drops_when_the_probe_saw_other_processes():
 def _plan_spec(text: str, model: str, workload: str = "chat", version: str | None = None):
     import yaml
 
-    from vfleet.cluster import cluster_from_dict
+    from vfleet.plan.cluster import cluster_from_dict
 
     inputs = PlanInputs(
         spec=load_model(model),
@@ -159,7 +159,7 @@ def test_a_large_cluster_keeps_room_for_bursts_in_max_num_seqs():
 
 
 def test_idle_gpus_are_named_with_the_reason():
-    from vfleet import plan_output
+    from vfleet.present import plan_output
 
     text = (
         "nodes: 128\ngpus_per_node: 8\ngpu: H100-SXM-80GB\n"
@@ -178,7 +178,7 @@ def test_idle_gpus_are_named_with_the_reason():
 
 
 def test_an_unmeetable_slo_says_so_and_keeps_the_closest_layout(tmp_path):
-    from vfleet import plan_output
+    from vfleet.present import plan_output
 
     strict = tmp_path / "strict.yaml"
     strict.write_text(

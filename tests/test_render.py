@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from render_cases import CASES, GOLDEN, ONE_H100_X4, TWO_H100_ETH, render_case, run_vfleet
 
-from vfleet.cluster import load_cluster
-from vfleet.flags import flag_set
-from vfleet.render import RenderOptions, render, render_files
+from vfleet.catalog.flags import flag_set
+from vfleet.plan.cluster import load_cluster
+from vfleet.render.engines import RenderOptions, render, render_files
 
 
 def _tree(root: Path) -> dict[str, str]:
@@ -235,7 +235,7 @@ def test_not_json_plan_exits_2(tmp_path):
 
 
 def test_flag_registry_matches_the_release_history():
-    from vfleet.flags import flag_set
+    from vfleet.catalog.flags import flag_set
 
     assert flag_set("0.17.1").has("--swap-space") and not flag_set("0.18.1").has("--swap-space")
     assert not flag_set("0.11.0").has("--nnodes") and flag_set("0.11.1").has("--nnodes")

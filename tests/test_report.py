@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from vfleet import report
-from vfleet.budget import BudgetRequest, compute
-from vfleet.catalog import load_model
-from vfleet.gpus import resolve_gpu
-from vfleet.params import Layout
-from vfleet.versions import traits
+from vfleet.budget.compute import BudgetRequest, compute
+from vfleet.budget.params import Layout
+from vfleet.catalog.gpus import resolve_gpu
+from vfleet.catalog.models import load_model
+from vfleet.catalog.releases import traits
+from vfleet.present import report
 
 HOSTILE = "<script>alert(1)</script>"
 

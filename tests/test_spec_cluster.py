@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vfleet.cli import main
-from vfleet.cluster import ClusterSpec, cluster_from_dict, load_cluster
 from vfleet.errors import UserError
+from vfleet.plan.cluster import ClusterSpec, cluster_from_dict, load_cluster
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = "gpus_per_node: 8\ngpu: H100-SXM-80GB\nintra_node: {link: nvswitch, busbw_GBps: 450}\n"
@@ -186,11 +186,13 @@ def test_a_dict_without_a_file_names_the_spec():
 
 
 def test_a_directory_still_reads_probe_facts(tmp_path, monkeypatch):
-    import vfleet.facts
+    import vfleet.probe.facts
 
     seen = []
     monkeypatch.setattr(
-        vfleet.facts, "cluster_from_facts_dir", lambda p, allow_partial: seen.append(p) or "facts"
+        vfleet.probe.facts,
+        "cluster_from_facts_dir",
+        lambda p, allow_partial: seen.append(p) or "facts",
     )
     assert load_cluster(tmp_path) == "facts" and seen == [tmp_path]
 

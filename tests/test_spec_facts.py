@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_facts import GB200, H100, H200, L40S, raw_probe, with_bandwidth
 
-from vfleet import facts
 from vfleet.errors import UserError
+from vfleet.probe import facts
 from vfleet.spec import schemas
 from vfleet.spec.facts import FactsModel
 
@@ -65,7 +65,7 @@ def test_the_model_does_not_change_what_normalize_returns():
 
 
 def test_a_minimal_hand_written_file(tmp_path):
-    doc = {"schema": "vfleet.facts/1", "gpu_name": "NVIDIA H200", "gpu_count": 1}
+    doc = {"schema": "vfleet.probe.facts/1", "gpu_name": "NVIDIA H200", "gpu_count": 1}
     loaded = _load(tmp_path, doc, "gpu-07.json")
     assert loaded["host"] == "gpu-07"  # from the file name
     spec = facts.cluster_from_facts([loaded])
@@ -109,7 +109,7 @@ MALFORMED = [
     (_set(("topology", "intra_link"), "nvswich"), "topology.intra_link: Input should be"),
     (_set(("topology", "matrix", "GPU99"), {}), "topology.matrix.GPU99: must be a GPU column"),
     (_set(("bandwidth", "iperf3_Gbps"), {"a b": 1.0}), "bandwidth.iperf3_Gbps.a b: must be an IP"),
-    (_set(("schema",), "vfleet.facts/2"), "schema is 'vfleet.facts/2'"),
+    (_set(("schema",), "vfleet.probe.facts/2"), "schema is 'vfleet.probe.facts/2'"),
 ]
 
 

@@ -111,11 +111,11 @@ def test_a_plan_that_is_not_an_object(tmp_path):
 
 def test_zero_memory_utilization_is_refused_not_replaced(tmp_path):
     """0 used to become the release default (0.92) in the planner and the budget."""
-    from vfleet.budget import BudgetRequest, compute
-    from vfleet.catalog import load_model
-    from vfleet.gpus import resolve_gpu
-    from vfleet.params import Layout
-    from vfleet.versions import traits
+    from vfleet.budget.compute import BudgetRequest, compute
+    from vfleet.budget.params import Layout
+    from vfleet.catalog.gpus import resolve_gpu
+    from vfleet.catalog.models import load_model
+    from vfleet.catalog.releases import traits
 
     req = BudgetRequest(
         spec=load_model("meta-llama/Llama-3.1-8B-Instruct"),

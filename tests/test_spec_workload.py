@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vfleet.errors import UserError
+from vfleet.plan.workload import PRESETS, Workload, load_workload, workload_from_dict
 from vfleet.spec.workload import PRESET_NAMES
-from vfleet.workload import PRESETS, Workload, load_workload, workload_from_dict
 
 REPO = Path(__file__).resolve().parents[1]
 

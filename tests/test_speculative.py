@@ -10,16 +10,16 @@ from dataclasses import replace
 
 import pytest
 
-from vfleet import cli, speculative
-from vfleet.budget import BudgetRequest, compute
-from vfleet.catalog import MODELS_DIR, load_model
-from vfleet.cluster import load_cluster
+from vfleet import cli
+from vfleet.budget.compute import BudgetRequest, compute, speculative
+from vfleet.budget.params import Layout
+from vfleet.catalog.flags import _registry, flag_set, speculative_methods
+from vfleet.catalog.gpus import resolve_gpu
+from vfleet.catalog.models import MODELS_DIR, load_model
+from vfleet.catalog.releases import parse_version, traits
 from vfleet.errors import UserError
-from vfleet.flags import _registry, flag_set, speculative_methods
-from vfleet.gpus import resolve_gpu
-from vfleet.params import Layout
-from vfleet.render import RenderOptions, render, render_files
-from vfleet.versions import parse_version, traits
+from vfleet.plan.cluster import load_cluster
+from vfleet.render.engines import RenderOptions, render, render_files
 
 V3 = "deepseek-ai/DeepSeek-V3"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from vfleet import envcheck
+from vfleet.deploy import envcheck
 from vfleet.errors import UserError
 from vfleet.spec.deploy import (
     check_deploy_vars,

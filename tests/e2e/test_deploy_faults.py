@@ -194,7 +194,7 @@ def test_failed_probe_names_the_host_and_blocks_the_plan(deployed, tmp_path):
 
 def _probe_into(facts: Path) -> None:
     """The probe playbook as `make probe` runs it, writing its facts elsewhere."""
-    from vfleet import pipeline
+    from vfleet.deploy import pipeline
 
     ctx = pipeline.load_context("local")
     pipeline._playbook(

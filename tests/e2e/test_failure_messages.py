@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from ci_gate import require
 
-from vfleet import pipeline
-from vfleet.pipeline import UNREACHABLE_ADVICE, PhaseFailed, host_failures
+from vfleet.deploy import pipeline
+from vfleet.deploy.pipeline import UNREACHABLE_ADVICE, PhaseFailed, host_failures
 
 LOCAL = {
     "ansible_connection": "local",

@@ -27,13 +27,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vfleet.budget import BudgetRequest, compute
-from vfleet.catalog import catalog_entry
-from vfleet.gpus import resolve_gpu
-from vfleet.modelspec import ModelSpec, spec_from_config
-from vfleet.params import Layout
-from vfleet.speculative import Speculative
-from vfleet.versions import traits
+from vfleet.budget.compute import BudgetRequest, compute
+from vfleet.budget.params import Layout
+from vfleet.budget.speculative import Speculative
+from vfleet.catalog.gpus import resolve_gpu
+from vfleet.catalog.models import catalog_entry
+from vfleet.catalog.modelspec import ModelSpec, spec_from_config
+from vfleet.catalog.releases import traits
 
 GPU = "H200-SXM-141GB"
 RELEASES = ("0.20.0", "0.20.2", "0.23.0", "0.26.0", "0.27.0", "0.32.0", "0.33.0")
@@ -112,7 +112,7 @@ MODELS = (
         releases=("0.33.0",),
     ),
     # Three MTP modules drafting 3 tokens: each module is one more SWA-only layer, and from
-    # 0.28 every window cache retains k - 1 more tokens (vfleet.speculative).
+    # 0.28 every window cache retains k - 1 more tokens (vfleet.budget.speculative).
     ModelCase(
         "deepseek-ai/DeepSeek-V4-Flash",
         2,

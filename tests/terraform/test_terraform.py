@@ -361,7 +361,7 @@ def test_inventory_contract_keys_match_every_source() -> None:
 
 
 def test_local_testbed_profiles_match_the_controller() -> None:
-    from vfleet.gpus import resolve_gpu
+    from vfleet.catalog.gpus import resolve_gpu
     from vfleet.testbed.profiles import PROFILES
 
     table = plain(locals_of(TF_DIR / "modules/local_testbed/main.tf")["profiles"])
@@ -375,7 +375,7 @@ def test_local_testbed_profiles_match_the_controller() -> None:
 
 
 def test_cloud_shapes_name_catalog_gpus() -> None:
-    from vfleet.gpus import resolve_gpu
+    from vfleet.catalog.gpus import resolve_gpu
 
     table = plain(locals_of(TF_DIR / "modules/baremetal_gpu_cloud/main.tf")["shapes"])
     assert {"BM.GPU.H100.8", "BM.GPU.H200.8"} <= set(table)

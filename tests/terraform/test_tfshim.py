@@ -1,4 +1,4 @@
-"""The `terraform` console script (vfleet.tfshim): CLI config choice and the embedded CLI."""
+"""The `terraform` console script (vfleet.deploy.tfshim): CLI config choice and the embedded CLI."""
 
 from __future__ import annotations
 
@@ -10,14 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from vfleet import tfshim
+from vfleet.deploy import tfshim
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_project_rc_is_the_repository_file() -> None:
-    assert tfshim.PROJECT_RC == REPO / "terraform" / "terraform.rc"
-    assert tfshim.PROJECT_RC.is_file()
+PROJECT_RC = REPO / "terraform" / "terraform.rc"
+
+
+def test_project_rc_is_the_bundle_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(REPO / "terraform" / "envs")
+    assert tfshim.project_rc({}) == PROJECT_RC
+    assert PROJECT_RC.is_file()
+    monkeypatch.chdir(tmp_path)  # outside any bundle: the operator's own config applies
+    assert tfshim.project_rc({}) is None
+    assert tfshim.project_rc({"VFLEET_ROOT": str(REPO)}) == PROJECT_RC
 
 
 @pytest.mark.parametrize(
@@ -30,7 +37,7 @@ def test_project_rc_replaces_a_missing_config(preset: str | None, tmp_path: Path
     if preset is not None:
         env["TF_CLI_CONFIG_FILE"] = preset
     tfshim.settle_environment(env)
-    assert env["TF_CLI_CONFIG_FILE"] == str(tfshim.PROJECT_RC)
+    assert env["TF_CLI_CONFIG_FILE"] == str(PROJECT_RC)
     assert env["VFLEET_TF_PLUGIN_CACHE"] == str(tmp_path / "terraform-plugins")
     assert (tmp_path / "terraform-plugins").is_dir()  # Terraform refuses a missing cache dir
     assert env["CHECKPOINT_DISABLE"] == "1"
@@ -55,7 +62,7 @@ def test_vfleet_terraform_rc_names_another_project_file(tmp_path: Path) -> None:
 
 def _shim(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).with_name("terraform")
-    argv = [str(script)] if script.is_file() else [sys.executable, "-m", "vfleet.tfshim"]
+    argv = [str(script)] if script.is_file() else [sys.executable, "-m", "vfleet.deploy.tfshim"]
     return subprocess.run(
         [*argv, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
     )

@@ -11,11 +11,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from vfleet.budget import BudgetRequest
-from vfleet.gpus import Gpu, resolve_gpu
-from vfleet.modelspec import spec_from_config
-from vfleet.params import Layout
-from vfleet.versions import traits
+from vfleet.budget.compute import BudgetRequest
+from vfleet.budget.params import Layout
+from vfleet.catalog.gpus import Gpu, resolve_gpu
+from vfleet.catalog.modelspec import spec_from_config
+from vfleet.catalog.releases import traits
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from vfleet.catalog import load_model
-from vfleet.cluster import cluster_from_dict
+from vfleet.catalog.models import load_model
+from vfleet.catalog.releases import traits
 from vfleet.errors import UserError
-from vfleet.estimate import EstimateRequest
-from vfleet.perf_params import Fit, default_fit
-from vfleet.planner import Candidate
-from vfleet.versions import traits
+from vfleet.perf.params import Fit, default_fit
+from vfleet.plan.cluster import cluster_from_dict
+from vfleet.plan.estimate import EstimateRequest
+from vfleet.plan.search import Candidate
 
 CASES_FILE = Path(__file__).parent / "data" / "perf_cases" / "measured.json"
 # ShareGPT's mean lengths in `vllm bench serve` (from the published runs that give request

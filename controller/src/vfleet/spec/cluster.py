@@ -1,6 +1,6 @@
 """The hand-written cluster spec (`vfleet plan --cluster FILE`) as a typed document.
 
-Two forms, as vfleet.cluster documents them: a node count with `gpus_per_node` and `gpu`, or
+Two forms, as vfleet.plan.cluster documents them: a node count with `gpus_per_node` and `gpu`, or
 a list of nodes. The model checks each value; `check_cluster` then applies the rules that
 span fields (unique names and addresses, one GPU type, an inter-node fabric for more than one
 node) and resolves GPU names, so every problem is one line naming the file, the line and the
@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
+from vfleet.catalog.gpus import Gpu, resolve_gpu
 from vfleet.errors import UserError
-from vfleet.gpus import Gpu, resolve_gpu
 from vfleet.spec.base import StrictModel
 from vfleet.spec.files import Document, Path_
 from vfleet.spec.validate import validate
@@ -122,7 +122,7 @@ class CheckedNode:
 
 @dataclass(frozen=True)
 class CheckedCluster:
-    """A spec that passed every rule, ready to become a vfleet.cluster.ClusterSpec."""
+    """A spec that passed every rule, ready to become a vfleet.plan.cluster.ClusterSpec."""
 
     doc: ClusterDoc
     nodes: tuple[CheckedNode, ...]

@@ -3,7 +3,7 @@
 
 Deploy variables are the `vfleet_*` ones plus the firewall's source lists; every other
 variable belongs to a role and is checked against that role's meta/argument_specs.yml by
-Ansible's own validator (vfleet.schema.check_role_vars). A value Ansible templates at run
+Ansible's own validator (vfleet.deploy.argspecs.check_role_vars). A value Ansible templates at run
 time (a Jinja expression or a `!vault` value) is taken as written: only Ansible resolves it.
 
 Secrets are also found by value: a plain token (`hf_...`, `sk-...`, a long high-entropy

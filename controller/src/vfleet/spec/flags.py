@@ -20,7 +20,7 @@ from vfleet.errors import UserError
 from vfleet.spec.values import check_address
 
 if TYPE_CHECKING:
-    from vfleet.modelspec import ModelSpec
+    from vfleet.catalog.modelspec import ModelSpec
 
 # The KV block sizes vLLM's --block-size accepts (plan.schema.json holds the same set).
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
@@ -108,8 +108,8 @@ def block_size(text: str) -> int:
 
 
 def kv_dtype(text: str) -> str:
-    """--kv-cache-dtype: one of the cache dtypes vfleet models (vfleet.kvspec.KV_DTYPES)."""
-    from vfleet.kvspec import KV_DTYPES  # lazy: the parser is built on every command
+    """--kv-cache-dtype: one of the cache dtypes vfleet models (vfleet.budget.kvspec.KV_DTYPES)."""
+    from vfleet.budget.kvspec import KV_DTYPES  # lazy: the parser is built on every command
 
     if text not in KV_DTYPES:
         raise argparse.ArgumentTypeError(

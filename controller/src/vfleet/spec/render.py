@@ -16,9 +16,9 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
+from vfleet.catalog.flags import FlagSet, _registry
 from vfleet.errors import UserError
-from vfleet.flags import FlagSet, _registry
-from vfleet.render_formats import check_env_key, check_unit_path
+from vfleet.render.formats import check_env_key, check_unit_path
 from vfleet.spec.base import StrictModel
 from vfleet.spec.values import AbsPath, Port
 

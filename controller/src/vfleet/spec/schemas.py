@@ -22,7 +22,7 @@ from vfleet.spec.deploy import DeployVars, Inventory
 from vfleet.spec.facts import FactsModel
 from vfleet.spec.plan import Plan
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 
 SCHEMAS: dict[str, tuple[type[BaseModel], str, str]] = {
     "plan": (
@@ -39,7 +39,7 @@ SCHEMAS: dict[str, tuple[type[BaseModel], str, str]] = {
     ),
     "facts": (
         FactsModel,
-        "vfleet normalised probe facts (artifacts/<env>/facts/<host>.json, vfleet.facts/1)",
+        "vfleet normalised probe facts (artifacts/<env>/facts/<host>.json, vfleet.probe.facts/1)",
         "One GPU host as the topology probe saw it; generated from vfleet.spec.facts.FactsModel.",
     ),
     "inventory": (

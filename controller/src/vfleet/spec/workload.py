@@ -1,8 +1,8 @@
 """The workload file (`vfleet plan --workload FILE`) as a typed document.
 
 Every key is optional: what a file leaves out comes from its `preset` (chat by default), as
-vfleet.workload documents. The model checks each value; `p99 >= mean` spans two keys and the
-preset's defaults, so vfleet.workload checks it once they are applied, with `fail` for the
+vfleet.plan.workload documents. The model checks each value; `p99 >= mean` spans two keys and the
+preset's defaults, so vfleet.plan.workload checks it once they are applied, with `fail` for the
 same one-line form.
 """
 
@@ -17,7 +17,7 @@ from vfleet.spec.base import StrictModel
 from vfleet.spec.files import Document, Path_
 from vfleet.spec.validate import validate
 
-PRESET_NAMES = ("chat", "rag", "batch")  # vfleet.workload.PRESETS, checked by a test
+PRESET_NAMES = ("chat", "rag", "batch")  # vfleet.plan.workload.PRESETS, checked by a test
 MAX_TOKENS = 10_000_000
 MAX_CONCURRENCY = 1_000_000
 

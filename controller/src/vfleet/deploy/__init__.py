@@ -1,0 +1,1 @@
+"""The rollout: environment checks, Terraform, Ansible phases, and the in-process flow."""

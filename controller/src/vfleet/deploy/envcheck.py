@@ -1,0 +1,351 @@
+"""Everything `vfleet deploy` reads from an environment, checked before a host is touched:
+group_vars (deploy variables by the models in vfleet.spec.deploy, role variables by the
+roles' own argument specs through Ansible's validator, vfleet.deploy.argspecs), the inventories
+(static and Terraform's), the model named by vfleet_model, the secrets (by name and by
+value) and the SSH host keys.
+
+Each inventory is read by vfleet's model first (one line with file and line on a bad one),
+then by ansible-core's InventoryManager over the same files ansible-playbook gets
+(vfleet.deploy.inventory), so hosts, groups (`children`, nesting across files) and their variables
+are Ansible's own; vfleet's checks (role groups present, one machine per address) run on
+that. The pipeline and `vfleet validate` call `check_environment` first: bad input ends in
+exit code 2 and one line.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vfleet.deploy import argspecs
+from vfleet.deploy.bundle import bundle_root
+from vfleet.deploy.inventory import Host, ansible_hosts, ansible_inventory
+from vfleet.errors import UserError
+from vfleet.spec import deploy as spec
+from vfleet.spec.files import Vaulted, load_yaml
+
+# The role-named groups the playbooks run on; an inventory without one would skip a stage.
+ROLE_GROUPS = (
+    "gpu_hosts",
+    "common",
+    "nvidia_driver",
+    "nccl",
+    "vllm",
+    "topology_probe",
+    "firewall",
+    "vllm_launch",
+    "loadtest",
+)
+# Variables that hold secrets: allowed only vaulted, templated (from a file) or empty.
+SECRET_VARS = ("vllm_hf_token", "vllm_launch_api_key", "loadtest_api_key")
+WORKLOAD_PRESETS = spec.WORKLOAD_PRESETS
+
+
+@dataclass
+class Environment:
+    """What an environment says, once checked."""
+
+    name: str
+    inventory_dir: Path
+    group_vars: dict[str, Any]
+    hosts: list[Host]
+    vaulted: bool
+
+
+# ---- group_vars ---------------------------------------------------------------------------
+
+
+def read_group_vars(inventory_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """Merge group_vars/all.yml and group_vars/all/*.yml; also name each variable's file.
+    Each file's deploy variables are checked here, where its lines are known."""
+    gv = inventory_dir / "group_vars"
+    files = [gv / "all.yml"] if (gv / "all.yml").is_file() else []
+    files += sorted((gv / "all").glob("*.yml")) if (gv / "all").is_dir() else []
+    if not files:
+        raise UserError(f"{gv}/all.yml is missing: every environment needs its group_vars")
+    merged: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for path in files:
+        document = load_yaml(path, "group_vars")
+        doc = document.data
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise UserError(f"{path}: must be a mapping of variable: value")
+        spec.check_deploy_vars(document)
+        spec.check_no_plain_secrets(document)
+        for key, value in doc.items():
+            merged[str(key)] = value
+            origin[str(key)] = str(path)
+    return merged, origin
+
+
+def check_group_vars(values: dict[str, Any], origin: dict[str, str], roles_dir: Path) -> None:
+    source = _source(origin, values)
+    if not values.get("vfleet_model"):
+        raise UserError(f"{source}: vfleet_model is not set: name the model to deploy")
+    if not values.get("vfleet_model_dir_on_hosts"):
+        raise UserError(
+            f"{source}: vfleet_model_dir_on_hosts is not set: give the model folder's absolute "
+            "path on the GPU hosts (e.g. /srv/models/DeepSeek-V3)"
+        )
+    by_file: dict[str, dict[str, Any]] = {}
+    for key, value in values.items():
+        by_file.setdefault(origin.get(key, source), {})[key] = value
+    for path, subset in by_file.items():
+        argspecs.check_role_vars(subset, roles_dir, path)
+    _check_version(values, origin)
+    _check_workload(values, origin)
+    if values.get("vfleet_expect_gpu"):
+        from vfleet.catalog.gpus import resolve_gpu
+
+        try:
+            resolve_gpu(str(values["vfleet_expect_gpu"]))
+        except UserError as exc:
+            raise UserError(f"{origin['vfleet_expect_gpu']}: vfleet_expect_gpu: {exc}") from None
+    for name in SECRET_VARS:
+        value = values.get(name)
+        if isinstance(value, str) and value and "{{" not in value:
+            raise UserError(
+                f"{origin.get(name, source)}: {name} is in clear text: encrypt it "
+                f"(ansible-vault encrypt_string --name {name}) or read it from a 0600 file"
+            )
+
+
+def _source(origin: dict[str, str], values: dict[str, Any]) -> str:
+    return origin.get("vfleet_model") or next(iter(origin.values()), "group_vars")
+
+
+def _check_version(values: dict[str, Any], origin: dict[str, str]) -> None:
+    version = values.get("vfleet_vllm_version")
+    if version is None:
+        return
+    from vfleet.catalog.flags import flag_set
+    from vfleet.catalog.releases import parse_version
+
+    where = origin.get("vfleet_vllm_version", "group_vars")
+    try:
+        parse_version(str(version))
+        flag_set(str(version))
+    except UserError as exc:
+        raise UserError(f"{where}: vfleet_vllm_version: {exc}") from None
+
+
+def _check_workload(values: dict[str, Any], origin: dict[str, str]) -> None:
+    workload = values.get("vfleet_workload")
+    if workload is None or workload in WORKLOAD_PRESETS:
+        return
+    where = Path(origin["vfleet_workload"])
+    candidate = Path(workload) if Path(workload).is_absolute() else where.parent / workload
+    if not candidate.is_file():
+        raise UserError(
+            f"{where}: vfleet_workload {workload!r} is neither a preset "
+            f"({', '.join(WORKLOAD_PRESETS)}) nor a file next to it"
+        )
+
+
+# ---- inventories --------------------------------------------------------------------------
+
+
+def read_inventory(path: Path) -> dict[str, Any]:
+    """One inventory by vfleet's model first: a bad file is one line with its line number."""
+    document = load_yaml(path, "inventory")
+    spec.check_inventory(document)
+    spec.check_no_plain_secrets(document)
+    return document.data
+
+
+def hosts_of(docs: list[tuple[str, Any]]) -> list[Host]:
+    """Every host the inventories name, with its groups and variables as Ansible resolves
+    them. `docs`: (path, document) from read_inventory; Ansible reads the paths again."""
+    return ansible_hosts(ansible_inventory([source for source, _ in docs]))
+
+
+def check_inventories(docs: list[tuple[str, Any]], env: str, provisioned: bool) -> list[Host]:
+    """Structure, groups, duplicates and GPU names; `provisioned`: Terraform has run (or the
+    environment is static), so gpu_hosts must not be empty."""
+    static = docs[0][0] if docs else f"inventories/{env}/hosts.yml"
+    inventory = ansible_inventory([source for source, _ in docs])
+    missing = [g for g in ROLE_GROUPS if g not in inventory.groups]
+    if missing:
+        raise UserError(
+            f"{static}: group {missing[0]} is missing: keep the role-named groups of "
+            "inventories/local/hosts.yml (each a child group of gpu_hosts)"
+        )
+    hosts = ansible_hosts(inventory)
+    seen: dict[tuple[str, int], str] = {}
+    private_seen: dict[str, str] = {}
+    for host in hosts:
+        key = (host.address, host.port)
+        if key in seen:
+            raise UserError(
+                f"{host.source}: hosts {seen[key]} and {host.name} are both "
+                f"{host.address}:{host.port}: list each machine once"
+            )
+        private = host.vars.get("vfleet_private_address")
+        if private and not spec.is_templated(private):
+            if private in private_seen:
+                raise UserError(
+                    f"{host.source}: hosts {private_seen[private]} and {host.name} both have "
+                    f"vfleet_private_address {private}: give each host its own"
+                )
+            private_seen[private] = host.name
+        seen[key] = host.name
+        if host.vars.get("vfleet_gpu"):
+            from vfleet.catalog.gpus import resolve_gpu
+
+            try:
+                resolve_gpu(str(host.vars["vfleet_gpu"]))
+            except UserError as exc:
+                raise UserError(f"{host.source}: host {host.name}: {exc}") from None
+    gpu_hosts = [h for h in hosts if "gpu_hosts" in h.groups]
+    if provisioned and not gpu_hosts:
+        raise UserError(
+            f"{static}: no hosts in gpu_hosts: list your GPU nodes there (static) or "
+            f"provision them (make provision ENV={env})"
+        )
+    return hosts
+
+
+# ---- secrets ------------------------------------------------------------------------------
+
+
+def check_secret_file(path: Path, what: str) -> None:
+    """A secret on the controller: a regular file, only its owner may read it, not empty."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        raise UserError(f"{what} {path} does not exist: create it with mode 0600") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(f"{what} {path} is not a regular file: point at the file itself")
+    if info.st_mode & 0o077:
+        raise UserError(
+            f"{what} {path} is readable by others (mode {stat.S_IMODE(info.st_mode):04o}): "
+            f"chmod 600 {path}"
+        )
+    if not path.read_text().strip():
+        raise UserError(f"{what} {path} is empty: write the secret into it")
+
+
+def check_vault_password(vaulted: bool) -> None:
+    """Vaulted values need a password source Ansible can read unattended."""
+    if not vaulted:
+        return
+    password = os.environ.get("ANSIBLE_VAULT_PASSWORD_FILE")
+    if not password:
+        raise UserError(
+            "group_vars hold Ansible Vault values but no password is configured: "
+            "export ANSIBLE_VAULT_PASSWORD_FILE=/path/to/password-file (mode 0600)"
+        )
+    path = Path(password)
+    if path.is_file() and os.access(path, os.X_OK):
+        return  # a script that prints the password (e.g. from a secret manager)
+    check_secret_file(path, "vault password file")
+
+
+def has_vaulted(value: Any) -> bool:
+    if isinstance(value, Vaulted):
+        return True
+    if isinstance(value, dict):
+        return any(has_vaulted(v) for v in value.values())
+    if isinstance(value, list):
+        return any(has_vaulted(v) for v in value)
+    return False
+
+
+# ---- what deploy reads on the controller -------------------------------------------------
+
+
+def check_model(env: str, values: dict[str, Any], origin: dict[str, str]) -> None:
+    """vfleet_model resolves as `vfleet plan --model` will resolve it, so an unknown id stops
+    here and not after Terraform. The local default's tiny model is made by the deploy."""
+    from vfleet.catalog.models import load_model
+
+    model = values.get("vfleet_model")
+    if not isinstance(model, str) or spec.is_templated(model):
+        return
+    path = Path(model).expanduser()
+    if env == "local" and path.is_absolute() and not path.exists():
+        return
+    try:
+        load_model(model)
+    except UserError as exc:
+        raise UserError(
+            f"{origin.get('vfleet_model', 'group_vars')}: vfleet_model: {exc}"
+        ) from None
+
+
+def check_api_key_file(
+    env: str, values: dict[str, Any], origin: dict[str, str], root: Path
+) -> None:
+    """The API key file's mode, as deploy checks it; the local default makes it on first
+    use, so a missing one is fine there."""
+    name = values.get("vfleet_api_key_file")
+    if not isinstance(name, str) or not name or spec.is_templated(name):
+        return
+    path = Path(name) if Path(name).is_absolute() else root / name
+    if env == "local" and not path.exists():
+        return
+    check_secret_file(
+        path, f"API key file (vfleet_api_key_file in {origin['vfleet_api_key_file']})"
+    )
+
+
+# ---- the whole environment ----------------------------------------------------------------
+
+
+def check_environment(
+    env: str,
+    inventory_dir: Path,
+    roles_dir: Path,
+    extra_inventories: list[Path] | None = None,
+    provisioned: bool = True,
+) -> Environment:
+    """Read and check group_vars and inventories; raise UserError on the first problem."""
+    if not inventory_dir.is_dir():
+        raise UserError(f"{inventory_dir} does not exist: every environment needs an inventory")
+    values, origin = read_group_vars(inventory_dir)
+    check_group_vars(values, origin, roles_dir)
+    vaulted = has_vaulted(values)
+    check_vault_password(vaulted)
+    root = inventory_dir.parents[1] if inventory_dir.parent.name == "inventories" else bundle_root()
+    check_model(env, values, origin)
+    check_api_key_file(env, values, origin, root)
+    static = inventory_dir / "hosts.yml"
+    docs = [(str(static), read_inventory(static))]
+    docs += [(str(p), read_inventory(p)) for p in extra_inventories or [] if p.is_file()]
+    hosts = check_inventories(docs, env, provisioned)
+    return Environment(env, inventory_dir, values, hosts, vaulted)
+
+
+# ---- what the probe found against what the operator expects -------------------------------
+
+
+def check_probed_hardware(
+    nodes: list[tuple[str, str, int]],
+    expect_gpu: str | None,
+    expect_count: int | None,
+    hosts: list[Host],
+) -> None:
+    """nodes: (host, GPU catalog name, GPU count) from the facts. A host with fewer GPUs
+    than expected (one fell off the bus) or another model must not be planned silently."""
+    from vfleet.catalog.gpus import resolve_gpu
+
+    declared = {h.name: h.vars for h in hosts}
+    for name, gpu, count in nodes:
+        hostvars = declared.get(name, {})
+        want_gpu = hostvars.get("vfleet_gpu") or expect_gpu
+        want_count = hostvars.get("vfleet_gpus") or expect_count
+        if want_count and count != int(want_count):
+            raise UserError(
+                f"host {name}: the probe found {count} GPUs, the inventory expects {want_count}: "
+                "check nvidia-smi there (a GPU off the bus?), then `make probe`"
+            )
+        if want_gpu and resolve_gpu(str(want_gpu)).name != gpu:
+            raise UserError(
+                f"host {name}: the probe found {gpu}, the inventory expects {want_gpu}: "
+                "fix vfleet_gpu / vfleet_expect_gpu or the host list"
+            )

@@ -1,0 +1,1 @@
+"""Reading a running deployment: /metrics per served model and doctor's diagnosis."""

@@ -1,0 +1,1 @@
+"""The planner: the cluster model, workloads, and the search over TP/PP/DP/EP splits."""

@@ -1,0 +1,456 @@
+"""The parallel planner: every valid layout for a model on a cluster, memory-checked by the
+budget engine, costed by the step model, ranked against the workload's SLOs.
+
+The seed chapter's rules are hard constraints, each with the reason printed when it rejects
+a layout: TP only inside an NVLink domain; expert traffic (EP, or MoE sharded over DP) only
+inside a high-bandwidth domain unless the fabric is InfiniBand/RoCE with enough measured
+bandwidth; PP is what crosses slow links.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from vfleet.budget.compute import Budget, BudgetRequest, compute, fits, speculative
+from vfleet.budget.params import Layout, component_params
+from vfleet.catalog.modelspec import ModelSpec
+from vfleet.catalog.releases import VersionTraits
+from vfleet.errors import UserError
+from vfleet.perf import model as perf
+from vfleet.perf import steady
+from vfleet.perf.params import Fit, default_fit
+from vfleet.plan import shape
+from vfleet.plan.cluster import ClusterSpec
+from vfleet.plan.workload import Workload
+
+# Expert all-to-all across nodes needs RDMA-class bandwidth to pay off (GB/s busbw).
+EP_CROSS_NODE_MIN_GBPS = 25.0
+HEADROOM = 0.9  # keep 10% of KV blocks free so decode growth does not preempt
+MNBT_CHOICES = (2048, 4096, 8192, 16384)
+BATCH_GRID = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    tp: int
+    pp: int
+    dp: int
+    ep: bool
+    dcp: int
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    def layout(self) -> Layout:
+        return Layout(
+            tp=self.tp, pp=self.pp, dp=self.dp, enable_expert_parallel=self.ep, dcp=self.dcp
+        )
+
+    @property
+    def label(self) -> str:
+        text = f"TP{self.tp}"
+        if self.pp > 1:
+            text += f" PP{self.pp}"
+        if self.dp > 1:
+            text += f" DP{self.dp}"
+        if self.ep:
+            text += " EP"
+        if self.dcp > 1:
+            text += f" DCP{self.dcp}"
+        return text
+
+
+@dataclass
+class Evaluated:
+    candidate: Candidate
+    replicas: int
+    rejected: str = ""
+    budget: Budget | None = None
+    prediction: steady.Prediction | None = None
+    max_num_seqs: int = 0
+    max_num_batched_tokens: int = 0
+    kv_cap: int = 0
+    meets_slo: bool = False
+    comm_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def tokens_per_s(self) -> float:
+        if not self.prediction:
+            return 0.0
+        return self.prediction.output_tokens_per_s * self.replicas
+
+    @property
+    def gpus_used(self) -> int:
+        return self.candidate.gpus * self.replicas
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    spec: ModelSpec
+    cluster: ClusterSpec
+    workload: Workload
+    traits: VersionTraits
+    gpu_memory_utilization: float | None = None
+    kv_cache_dtype: str | None = None
+    fit: Fit = field(default_factory=default_fit)
+    speculative: speculative.Speculative | None = None
+
+
+def _divisors_pow2(limit: int) -> list[int]:
+    out, n = [], 1
+    while n <= limit:
+        out.append(n)
+        n *= 2
+    return out
+
+
+def _dp_sizes(total: int) -> list[int]:
+    """Powers of two up to 64, and the divisors of the cluster up to 128 that are whole
+    multiples of 3 (so a 72-GPU domain or a 24-node cluster is used whole)."""
+    sizes = set(_divisors_pow2(min(total, 64)))
+    sizes |= {d for d in range(3, min(total, 128) + 1, 3) if total % d == 0}
+    return sorted(sizes)
+
+
+def candidates(spec: ModelSpec, cluster: ClusterSpec) -> list[Candidate]:
+    """Every layout worth costing; the rules then reject or keep each one."""
+    per_node, total = cluster.gpus_per_node, cluster.total_gpus
+    domain = max(per_node, cluster.inter_node.nvlink_domain_gpus)
+    tps = [t for t in _divisors_pow2(max(domain, per_node) * 2) if t <= total]
+    pps = [p for p in (1, 2, 3, 4, 6, 8, 12, 16) if p <= spec.num_layers and p <= total]
+    dps = _dp_sizes(total) if spec.is_moe else [1]
+    out = []
+    for tp in tps:
+        for pp in pps:
+            for dp in dps:
+                g = tp * pp * dp
+                if g > total or (g > per_node and g % per_node) or (g < per_node and per_node % g):
+                    continue
+                eps = (False, True) if spec.is_moe and tp * dp > 1 else (False,)
+                # DCP only helps where TP replicates KV heads (MLA: always one head).
+                max_dcp = tp if spec.is_mla else max(1, tp // max(1, spec.num_kv_heads))
+                dcps = [d for d in _divisors_pow2(max_dcp) if tp % d == 0]
+                if spec.sliding_layers or spec.is_dsv4:
+                    dcps = [1]
+                for ep in eps:
+                    for dcp in dcps:
+                        out.append(Candidate(tp, pp, dp, ep, dcp))
+    return out
+
+
+def reject_reason(
+    spec: ModelSpec, cluster: ClusterSpec, traits: VersionTraits, c: Candidate
+) -> str:
+    """The seed's rules and vLLM's limits, as one reason or an empty string."""
+    per_node, inter = cluster.gpus_per_node, cluster.inter_node
+    in_domain = inter.fabric == "nvlink" and c.tp <= inter.nvlink_domain_gpus
+    if c.tp > per_node and not in_domain:
+        return (
+            f"TP{c.tp} spans nodes over {inter.fabric} ({inter.busbw_GBps:g} GB/s): TP "
+            "all-reduces twice per layer, so it never crosses slow links"
+        )
+    if cluster.intra_node.link == "nvlink-pairs" and c.tp > 2:
+        return f"TP{c.tp} leaves the NVLink pairs: TP stays inside an NVLink domain"
+    # Ranks are ordered DP x PP x TP, so with DP a stage's expert group spans the engine.
+    moe_span = c.gpus if c.dp > 1 else c.tp
+    if spec.is_moe and (c.ep or c.dp > 1) and in_nvlink_domain(cluster, per_node) < moe_span:
+        kind = "EP" if c.ep else "MoE over DP"
+        if inter.fabric == "nvlink":
+            return (
+                f"{kind} spans {moe_span} GPUs, past the {inter.nvlink_domain_gpus}-GPU NVLink "
+                "domain: expert traffic stays inside a fast domain"
+            )
+    if spec.is_moe and (c.ep or c.dp > 1) and moe_span > per_node and inter.fabric != "nvlink":
+        fast = inter.fabric in ("infiniband", "roce")
+        if not fast or inter.busbw_GBps < EP_CROSS_NODE_MIN_GBPS:
+            kind = "EP" if c.ep else "MoE over DP"
+            return (
+                f"{kind} spans {moe_span} GPUs across {inter.fabric} "
+                f"({inter.busbw_GBps:g} GB/s): expert traffic stays inside a fast domain"
+            )
+    if spec.num_attention_heads % c.tp:
+        return f"TP{c.tp} does not divide {spec.num_attention_heads} attention heads"
+    if not spec.is_mla and not spec.is_dsv4:
+        kv = spec.num_kv_heads
+        if (kv % c.tp) if kv >= c.tp else (c.tp % kv):
+            return f"TP{c.tp} and {kv} KV heads do not divide each other"
+    nvlink_inside = cluster.intra_node.link in ("nvswitch", "nvlink-pairs")
+    if c.pp > 1 and nvlink_inside and c.tp * c.dp < per_node:
+        return (
+            f"PP{c.pp} puts several stages inside one NVLink node: TP fills the node, "
+            "PP is the fallback across slow links"
+        )
+    if c.dp > 1 and c.pp > 1 and traits.version < (0, 9, 1):
+        return (
+            f"DP with PP runs from vLLM 0.9.1 on (0.8.5 gives each DP rank only TP GPUs; "
+            f"target {traits.label})"
+        )
+    if c.dcp > 1 and traits.version < (0, 10, 2):
+        return f"DCP needs vLLM 0.10.2 or later (target {traits.label})"
+    if c.dcp > 1 and not spec.is_mla and traits.version < (0, 11, 1):
+        return f"DCP with GQA attention needs vLLM 0.11.1 or later (target {traits.label})"
+    if c.dcp > 1 and not spec.is_mla:
+        group = spec.num_attention_heads // max(spec.num_kv_heads, 1)
+        if group % c.dcp:
+            return f"DCP{c.dcp} does not divide the {group} query heads per KV head"
+    if c.dp > 1 and traits.version < (0, 9, 0) and c.gpus > per_node:
+        return "multi-node data parallel needs vLLM 0.9 or later"
+    block = _fp8_block(spec)
+    if block and spec.num_experts and not c.ep:
+        width = spec.moe_intermediate_size / (c.tp * c.dp)
+        if width % block:
+            return (
+                f"FP8 block-quantized experts ({spec.moe_intermediate_size} wide) split "
+                f"{c.tp * c.dp} ways leave {width:g} columns, not whole {block}-wide "
+                "blocks: use EP"
+            )
+    if block and spec.intermediate_size % block == 0 and (spec.intermediate_size / c.tp) % block:
+        return f"FP8 blocks of {block} do not split {spec.intermediate_size} columns {c.tp} ways"
+    if spec.is_dsv4 and spec.hidden_size >= 7168 and c.tp >= 16:
+        return "DeepSeek-V4-Pro FP8 blocks do not split 16 ways (vLLM issue 40955)"
+    return ""
+
+
+def in_nvlink_domain(cluster: ClusterSpec, per_node: int) -> int:
+    """GPUs one NVLink domain holds: a node, or a multi-node NVLink domain (NVL72)."""
+    inter = cluster.inter_node
+    return max(per_node, inter.nvlink_domain_gpus) if inter.fabric == "nvlink" else per_node
+
+
+def _fp8_block(spec: ModelSpec) -> int:
+    """The FP8 block width of a block-quantized checkpoint (0 when not block-quantized)."""
+    size = spec.quantization.get("weight_block_size") if spec.quantization else None
+    return int(size[-1]) if isinstance(size, list) and size else 0
+
+
+def batch_grid(limit: int) -> np.ndarray:
+    """Batch sizes 1..limit, about 6% apart (the usual round sizes included), so the SLO
+    boundary is found to within a few percent."""
+    steps = np.unique(
+        np.round(np.geomspace(1, max(limit, 1), num=32 + 4 * int(np.log2(limit + 1))))
+    )
+    return np.unique(np.concatenate([steps, [b for b in BATCH_GRID if b <= limit], [limit]]))
+
+
+def _choose_knobs(
+    spec: ModelSpec, inputs: PlanInputs, e: perf.EngineShape, kv_cap: int, target: int
+) -> tuple[int, int, steady.Prediction, bool]:
+    """max-num-seqs and max-num-batched-tokens for one engine rank, and whether the SLOs hold.
+
+    For each chunk size, the batch grid runs up to the KV cap; max-num-seqs is where
+    throughput peaks under the SLOs, pulled back to where it stops rising (within 3%). The
+    workload's share of concurrency sets where the engine runs, not the cap: a big cluster's
+    small share per rank still gets a max-num-seqs that absorbs bursts. The smallest chunk
+    that keeps TTFT inside its SLO wins unless a larger one buys more than 2% throughput.
+    When no batch meets the SLOs, the one closest to them is returned, flagged.
+    """
+    w, gpu = inputs.workload, inputs.cluster.gpu
+    params = inputs.fit.params(gpu.arch, inputs.traits.version)
+    # Each decoding sequence schedules 1 + num_speculative_tokens tokens per step.
+    slots = speculative.decode_slots(inputs.speculative)
+    limit = max(1, kv_cap)
+    grid = batch_grid(limit)
+    best: tuple[float, int, int, steady.Prediction] | None = None
+    closest: tuple[float, int, int, steady.Prediction] | None = None
+    chunks = np.array(MNBT_CHOICES, dtype=float)[:, None]
+    table = steady.predict_grid(
+        spec, gpu, e, params, grid, w.input_mean, w.output_mean, w.input_p99, chunks
+    )
+    violations = np.maximum(
+        table.ttft_p99_s * 1e3 / w.ttft_p99_ms, table.tpot_s * 1e3 / w.tpot_p99_ms
+    )
+    for row, mnbt in enumerate(MNBT_CHOICES):
+        g = table.row(row)
+        violation = violations[row]
+        feasible = np.flatnonzero(violation <= 1.0)
+        worst_ok = int(np.argmin(violation))
+        if closest is None or violation[worst_ok] < closest[0]:
+            closest = (float(violation[worst_ok]), int(grid[worst_ok]), mnbt, g.at(worst_ok))
+        if feasible.size == 0:
+            continue
+        peak = g.output_tokens_per_s[feasible].max()
+        knee = int(next(i for i in feasible if g.output_tokens_per_s[i] >= 0.97 * peak))
+        # The operating point: the workload's share, up to the chosen cap.
+        run = int(np.searchsorted(grid, min(grid[knee], max(target, 1))))
+        run = min(run, knee)
+        tokens = float(g.output_tokens_per_s[knee])
+        if best is None or tokens > best[0] * 1.02:
+            # vLLM refuses max-num-batched-tokens below max-num-seqs.
+            best = (tokens, min(int(grid[knee]), mnbt // slots), mnbt, g.at(run))
+    if best is not None:
+        return best[1], best[2], best[3], True
+    assert closest is not None
+    return closest[1], closest[2], closest[3], False
+
+
+def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
+    spec, cluster, w = inputs.spec, inputs.cluster, inputs.workload
+    replicas = cluster.total_gpus // c.gpus
+    ev = Evaluated(candidate=c, replicas=replicas)
+    ev.rejected = reject_reason(spec, cluster, inputs.traits, c)
+    if ev.rejected:
+        return ev
+    req = BudgetRequest(
+        spec=spec,
+        gpu=cluster.gpu,
+        traits=inputs.traits,
+        layout=c.layout(),
+        gpu_memory_utilization=inputs.gpu_memory_utilization,
+        max_model_len=min(w.max_context, spec.max_position_embeddings),
+        kv_cache_dtype=inputs.kv_cache_dtype or "auto",
+        max_num_batched_tokens=8192,
+        mean_context_len=w.mean_context,
+        speculative=inputs.speculative,
+    )
+    try:
+        budget = compute(req)
+    except UserError as exc:
+        ev.rejected = str(exc)
+        return ev
+    if not fits(budget):
+        ev.rejected = (
+            f"does not fit: {budget.weights_gib:.0f} GiB of weights per GPU leave "
+            f"{max(budget.available_kv_gib, 0):.1f} GiB for KV"
+        )
+        return ev
+    ev.budget = budget
+    # A request holds blocks in every cache group (window groups, V4's state groups), not
+    # only context / block_size: the budget counts them at the workload's mean context.
+    blocks_per_seq = budget.blocks_per_mean_request
+    ev.kv_cap = max(1, int(HEADROOM * (budget.num_blocks - 1) / max(blocks_per_seq, 1)))
+    e = shape.engine_shape(
+        spec,
+        budget,
+        cluster,
+        c.layout(),
+        params=component_params(spec),
+        version=inputs.traits.version,
+    )
+    target = max(1, math.ceil(w.concurrency / (replicas * c.dp)))
+    ev.max_num_seqs, ev.max_num_batched_tokens, ev.prediction, ev.meets_slo = _choose_knobs(
+        spec, inputs, e, ev.kv_cap, target
+    )
+    p = ev.prediction
+    cost = p.cost
+    ev.comm_ms = {
+        "tp": cost.tp_s * 1e3 * c.pp,
+        "moe": cost.moe_s * 1e3 * c.pp,
+        "pp": cost.pp_s * 1e3 * (c.pp - 1),
+        "dcp": cost.dcp_s * 1e3 * c.pp,
+    }
+    return ev
+
+
+TIE = 0.02  # predictions this close are a tie for a cost model of this kind
+
+
+def _simplicity(ev: Evaluated) -> tuple:
+    """Among near ties: more of the cluster in use, fewer pipeline stages, EP for MoE (the
+    high-concurrency chapter's preference), less DCP, more replicas (independent failure
+    domains)."""
+    c = ev.candidate
+    return (-ev.gpus_used, c.pp, not c.ep, c.dcp, -ev.replicas)
+
+
+def rank(evaluated: list[Evaluated]) -> list[Evaluated]:
+    """SLO-meeting layouts first, by throughput; the winner is the simplest layout within
+    2% of the best."""
+    ordered = sorted(evaluated, key=lambda e: (not e.meets_slo, -e.tokens_per_s))
+    if not ordered:
+        return ordered
+    top = ordered[0]
+    ties = [
+        e
+        for e in ordered
+        if e.meets_slo == top.meets_slo and e.tokens_per_s >= (1 - TIE) * top.tokens_per_s
+    ]
+    winner = min(ties, key=_simplicity)
+    return [winner] + [e for e in ordered if e is not winner]
+
+
+def gpu_memory_utilization(cluster: ClusterSpec, traits: VersionTraits) -> float:
+    """0.92 on dedicated nodes (0.90 before vLLM 0.20); lower when the probe saw other
+    processes holding GPU memory, keeping 1 GiB of slack for them."""
+    util = traits.default_gpu_memory_utilization
+    used = max(n.gpu_memory_used_gib for n in cluster.nodes)
+    if used > 0.5:
+        util = min(util, (cluster.gpu.memory_gib - used - 1.0) / cluster.gpu.memory_gib)
+    return round(util, 2)
+
+
+def kv_cache_dtype(spec: ModelSpec, cluster: ClusterSpec) -> str:
+    """fp8 KV where the GPU has fp8 and the model's attention supports it."""
+    if spec.is_dsv4:
+        return "fp8"
+    if cluster.gpu.fp8 and cluster.gpu.arch in ("hopper", "blackwell", "ada"):
+        return "fp8"
+    return "auto"
+
+
+def parse_layout(text: str) -> Candidate:
+    """'TP8 PP2 EP' or 'tp1,dp16,ep' -> Candidate (for `vfleet plan --layout`)."""
+    sizes = {"TP": 1, "PP": 1, "DP": 1, "DCP": 1}
+    ep = False
+    for part in text.replace(",", " ").upper().split():
+        if part == "EP":
+            ep = True
+            continue
+        prefix = next((p for p in ("DCP", "TP", "PP", "DP") if part.startswith(p)), None)
+        if prefix is None or not part[len(prefix) :].isdigit() or int(part[len(prefix) :]) < 1:
+            raise UserError(f"--layout {text!r}: write it like 'TP8 PP2' or 'TP1 DP8 EP'")
+        sizes[prefix] = int(part[len(prefix) :])
+    return Candidate(sizes["TP"], sizes["PP"], sizes["DP"], ep, sizes["DCP"])
+
+
+def plan(inputs: PlanInputs, only: Candidate | None = None) -> list[Evaluated]:
+    """All candidates, best first (rejected ones last, each with its reason). With `only`,
+    just that layout, refused with its reason if a rule or the memory forbids it."""
+    util = inputs.gpu_memory_utilization
+    if util is None:  # 0 is refused by the budget, not replaced by the default
+        util = gpu_memory_utilization(inputs.cluster, inputs.traits)
+    kv = inputs.kv_cache_dtype or kv_cache_dtype(inputs.spec, inputs.cluster)
+    inputs = replace(inputs, gpu_memory_utilization=util, kv_cache_dtype=kv)
+    if only is not None:
+        if only.gpus > inputs.cluster.total_gpus:
+            raise UserError(
+                f"layout {only.label} needs {only.gpus} GPUs; the cluster has "
+                f"{inputs.cluster.total_gpus}"
+            )
+        forced = evaluate(inputs, only)
+        if forced.rejected:
+            raise UserError(f"layout {only.label} is refused: {forced.rejected}")
+        return [forced]
+    evaluated = [evaluate(inputs, c) for c in candidates(inputs.spec, inputs.cluster)]
+    feasible = rank([e for e in evaluated if not e.rejected])
+    rejected = [e for e in evaluated if e.rejected]
+    if not feasible:
+        raise UserError(_nothing_fits(inputs, rejected))
+    return feasible + rejected
+
+
+def _nothing_fits(inputs: PlanInputs, rejected: list[Evaluated]) -> str:
+    spec, cluster = inputs.spec, inputs.cluster
+    req = BudgetRequest(
+        spec=spec,
+        gpu=cluster.gpu,
+        traits=inputs.traits,
+        gpu_memory_utilization=inputs.gpu_memory_utilization,
+        max_model_len=min(inputs.workload.max_context, spec.max_position_embeddings),
+        kv_cache_dtype=inputs.kv_cache_dtype or "auto",
+    )
+    from vfleet.budget.compute import smallest_fitting_layout
+
+    smallest = smallest_fitting_layout(req, max_gpus=4096)
+    if smallest is None:
+        need = "no cluster of this GPU up to 256 GPUs fits: use a quantized checkpoint"
+    else:
+        gpus = smallest.tensor_parallel_size * smallest.pipeline_parallel_size
+        need = (
+            f"the smallest cluster that fits is {gpus} x {cluster.gpu.name} "
+            f"(TP{smallest.tensor_parallel_size} PP{smallest.pipeline_parallel_size})"
+        )
+    return f"{spec.name} fits nowhere on {cluster.total_gpus} x {cluster.gpu.name}: {need}"

@@ -1,0 +1,1 @@
+"""Tables, plots and the report, for people."""

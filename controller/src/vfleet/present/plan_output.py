@@ -1,0 +1,255 @@
+"""`vfleet plan` output: the JSON document and the ranked human table."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from vfleet.plan.cluster import ClusterSpec
+from vfleet.plan.search import TIE, Evaluated
+from vfleet.plan.workload import Workload
+
+ALTERNATIVES = 5
+
+
+def _predicted(ev: Evaluated) -> dict[str, Any]:
+    p = ev.prediction
+    assert p is not None and ev.budget is not None
+    return {
+        "tokens_per_s": round(ev.tokens_per_s, 1),
+        "tokens_per_s_per_gpu": round(ev.tokens_per_s / ev.gpus_used, 1),
+        "tpot_ms": round(p.tpot_s * 1e3, 2),
+        "itl_p99_ms": round(p.itl_p99_s * 1e3, 2),
+        "ttft_ms": round(p.ttft_p99_s * 1e3, 1),
+        "max_concurrency": ev.kv_cap * ev.candidate.dp * ev.replicas,
+        "running_per_engine": p.running_per_rank * ev.candidate.dp,
+        "comm_ms_per_step": {k: round(v, 3) for k, v in ev.comm_ms.items()},
+    }
+
+
+def layout_fields(ev: Evaluated) -> dict[str, Any]:
+    c, b = ev.candidate, ev.budget
+    assert b is not None
+    return {
+        "layout": c.label,
+        "replicas": ev.replicas,
+        "tensor_parallel_size": c.tp,
+        "pipeline_parallel_size": c.pp,
+        "data_parallel_size": c.dp,
+        "enable_expert_parallel": c.ep,
+        "decode_context_parallel_size": c.dcp,
+        "gpu_memory_utilization": b.gpu_memory_utilization,
+        "max_num_seqs": ev.max_num_seqs,
+        "max_num_batched_tokens": ev.max_num_batched_tokens,
+        "max_model_len": b.max_model_len,
+        "enable_chunked_prefill": True,
+        "kv_cache_dtype": "fp8" if b.kv_cache_dtype.startswith("fp8") else "auto",
+        "block_size": b.block_size,
+        "kv_tokens_per_engine": b.kv_tokens,
+        "weights_gib_per_gpu": b.weights_gib,
+        "meets_slo": ev.meets_slo,
+        "predicted": _predicted(ev),
+    }
+
+
+def why_lost(winner: Evaluated, ev: Evaluated) -> str:
+    if not ev.meets_slo and winner.meets_slo:
+        p = ev.prediction
+        assert p is not None
+        return (
+            f"misses the SLO (p99 TTFT {p.ttft_p99_s * 1e3:.0f} ms, TPOT {p.tpot_s * 1e3:.1f} ms)"
+        )
+    ratio = ev.tokens_per_s / max(winner.tokens_per_s, 1e-9)
+    if ratio >= 1 - TIE:
+        return (
+            f"ties with the winner ({ratio * 100:.0f}% of its throughput, inside the cost "
+            f"model's 2%); the simpler layout wins: fewer stages, EP, more replicas"
+        )
+    comm = max(ev.comm_ms.items(), key=lambda kv: kv[1]) if ev.comm_ms else ("", 0)
+    reason = f"{ratio * 100:.0f}% of the winner's throughput"
+    if comm[1] > 0.05 * (ev.prediction.tpot_s * 1e3 if ev.prediction else 1):
+        reason += f"; {comm[0].upper()} communication costs {comm[1]:.2f} ms per step"
+    if (
+        ev.budget
+        and winner.budget
+        and ev.kv_cap * ev.candidate.dp * ev.replicas
+        < (winner.kv_cap * winner.candidate.dp * winner.replicas)
+    ):
+        reason += "; holds fewer sequences in KV"
+    return reason
+
+
+def hosts(cluster: ClusterSpec, ev: Evaluated) -> list[dict[str, Any]]:
+    """Which GPUs of which host serve which engine and ranks (node order as given)."""
+    c = ev.candidate
+    slots = [(node, gpu) for node in cluster.nodes for gpu in range(node.gpus)]
+    out: dict[str, dict[str, Any]] = {}
+    for replica in range(ev.replicas):
+        base = replica * c.gpus
+        for rank in range(c.gpus):
+            node, gpu = slots[base + rank]
+            entry = out.setdefault(
+                node.name, {"host": node.name, "address": node.address, "engines": {}}
+            )
+            tp_rank = rank % c.tp
+            pp_rank = (rank // c.tp) % c.pp
+            dp_rank = rank // (c.tp * c.pp)
+            engine = entry["engines"].setdefault(str(replica), [])
+            engine.append({"gpu": gpu, "tp_rank": tp_rank, "pp_rank": pp_rank, "dp_rank": dp_rank})
+    return list(out.values())
+
+
+def plan_document(
+    cluster: ClusterSpec,
+    workload: Workload,
+    ranked: list[Evaluated],
+    model: str,
+    vllm_version: str,
+    model_type: str = "",
+    speculative: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    winner = ranked[0]
+    feasible = [e for e in ranked if not e.rejected]
+    doc: dict[str, Any] = {
+        "model": model,
+        "model_type": model_type,
+        "gpu": cluster.gpu.name,
+        "nodes": len(cluster.nodes),
+        "gpus_per_node": cluster.gpus_per_node,
+        "vllm_version": vllm_version,
+        "workload": workload.__dict__,
+        **layout_fields(winner),
+    }
+    if speculative:  # absent when off, so plans without it stay as they were
+        doc["speculative"] = speculative
+    doc["alternatives"] = [
+        {**layout_fields(e), "why_not": why_lost(winner, e)} for e in feasible[1 : 1 + ALTERNATIVES]
+    ]
+    doc["rejected"] = [
+        {"layout": e.candidate.label, "why": e.rejected} for e in ranked if e.rejected
+    ]
+    doc["hosts"] = hosts(cluster, winner)
+    doc["reason"] = winner_reason(winner, feasible[1] if len(feasible) > 1 else None)
+    doc["idle_gpus"] = cluster.total_gpus - winner.gpus_used
+    if doc["idle_gpus"]:
+        doc["reason"] += "; " + idle_note(cluster, winner)
+    return doc
+
+
+def idle_note(cluster: ClusterSpec, winner: Evaluated) -> str:
+    idle = cluster.total_gpus - winner.gpus_used
+    return (
+        f"{idle} of {cluster.total_gpus} GPUs stay idle: {winner.candidate.gpus}-GPU engines "
+        f"do not divide the cluster, and every layout that would use them all is slower or "
+        "refused (see the table)"
+    )
+
+
+def winner_reason(winner: Evaluated, runner_up: Evaluated | None) -> str:
+    p = winner.prediction
+    assert p is not None
+    text = (
+        f"{winner.candidate.label} x {winner.replicas} replica(s) gives the most output "
+        f"tokens/s ({winner.tokens_per_s:,.0f}) "
+    )
+    if winner.meets_slo:
+        text += "within the SLOs"
+    else:
+        text += (
+            f"closest to the SLOs, which no layout meets here (TTFT p99 "
+            f"{p.ttft_p99_s * 1e3:,.0f} ms, TPOT {p.tpot_s * 1e3:,.1f} ms at "
+            f"{p.running_per_rank} sequences per rank): loosen the targets or add GPUs"
+        )
+    if runner_up:
+        text += f"; next best {runner_up.candidate.label}: {why_lost(winner, runner_up)}"
+    return text
+
+
+def table(
+    cluster: ClusterSpec,
+    workload: Workload,
+    ranked: list[Evaluated],
+    model: str,
+    show_rejected: int = 8,
+) -> str:
+    between = (
+        f", {cluster.inter_node.fabric} {cluster.inter_node.busbw_GBps:g} GB/s between"
+        if len(cluster.nodes) > 1
+        else ""
+    )
+    head = (
+        f"Plan: {model} on {len(cluster.nodes)} x {cluster.gpus_per_node} "
+        f"{cluster.gpu.name} ({cluster.intra_node.link} {cluster.intra_node.busbw_GBps:g} "
+        f"GB/s inside{between}); workload {workload.name}: {workload.input_mean}->"
+        f"{workload.output_mean} tokens, {workload.concurrency} concurrent, SLO TTFT p99 "
+        f"{workload.ttft_p99_ms:g} ms, TPOT p99 {workload.tpot_p99_ms:g} ms"
+    )
+    cols = (
+        f"  {'#':>2} {'layout':<18} {'x':>3} {'W GiB':>6} {'KV seqs':>8} {'seqs':>6} "
+        f"{'tok/s':>9} {'/GPU':>7} {'TPOT':>6} {'TTFT':>7} {'TP ms':>6} {'MoE ms':>6} "
+        f"{'PP ms':>6}  SLO"
+    )
+    lines = [head, "", cols]
+    feasible = [e for e in ranked if not e.rejected]
+    shown = feasible[: 1 + ALTERNATIVES * 2]
+    # Always show plain TP over one node: the layout people try first.
+    full_tp = next(
+        (
+            e
+            for e in feasible
+            if e.candidate.tp == cluster.gpus_per_node
+            and e.candidate.pp == e.candidate.dp == e.candidate.dcp == 1
+            and not e.candidate.ep
+        ),
+        None,
+    )
+    if full_tp is not None and full_tp not in shown:
+        shown.append(full_tp)
+    for ev in shown:
+        i = feasible.index(ev) + 1
+        p, b = ev.prediction, ev.budget
+        assert p is not None and b is not None
+        lines.append(
+            f"  {i:>2} {ev.candidate.label:<18} {ev.replicas:>3} {b.weights_gib:>6.1f} "
+            f"{ev.kv_cap * ev.candidate.dp * ev.replicas:>8} {ev.max_num_seqs:>6} "
+            f"{ev.tokens_per_s:>9,.0f} {ev.tokens_per_s / ev.gpus_used:>7,.0f} "
+            f"{p.tpot_s * 1e3:>6.1f} {p.ttft_p99_s * 1e3:>7.0f} {ev.comm_ms['tp']:>6.2f} "
+            f"{ev.comm_ms['moe']:>6.2f} {ev.comm_ms['pp']:>6.2f}  "
+            f"{'yes' if ev.meets_slo else 'no'}"
+        )
+    # Rule-based rejections first: they are the lessons; "does not fit" ones after.
+    rejected = sorted(
+        (e for e in ranked if e.rejected), key=lambda e: e.rejected.startswith("does not fit")
+    )
+    if rejected:
+        lines += ["", f"  Rejected ({len(rejected)} layouts), one example of each reason:"]
+        seen = set()
+        for ev in rejected:
+            kind = re.sub(r"[\d.]+", "#", ev.rejected)  # one example per kind of reason
+            if kind in seen:
+                continue
+            seen.add(kind)
+            lines.append(f"    {ev.candidate.label:<18} {ev.rejected}")
+            if len(seen) >= show_rejected:
+                break
+    winner = feasible[0]
+    lines += [
+        "",
+        f"  Chosen: {winner_reason(winner, feasible[1] if len(feasible) > 1 else None)}"
+        + (f"; {idle_note(cluster, winner)}" if winner.gpus_used < cluster.total_gpus else ""),
+        f"  Knobs: --gpu-memory-utilization {winner.budget.gpu_memory_utilization} "
+        f"--max-num-seqs {winner.max_num_seqs} --max-num-batched-tokens "
+        f"{winner.max_num_batched_tokens} --enable-chunked-prefill --kv-cache-dtype "
+        f"{'fp8' if winner.budget.kv_cache_dtype.startswith('fp8') else 'auto'} "
+        f"--max-model-len {winner.budget.max_model_len}",
+        "  (seqs = max-num-seqs per engine rank: the KV cap at the mean context with 10% "
+        "headroom, or where throughput stops rising under the SLOs)",
+    ]
+    sp = winner.budget.speculative
+    if sp:
+        lines.append(
+            f"  Speculative: {sp['method']}, {sp['num_speculative_tokens']} token(s); the "
+            f"draft adds {sp['draft_weights_gib']:.2f} GiB per GPU and {sp['draft_kv_layers']} "
+            "KV layer(s) on the last stage (counted above); the cost model does not price it"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,332 @@
+"""The deployment report: Markdown and HTML with PNG plots, from what the pipeline produced
+(plan, budget, load-test results, phase timings). `build` lays the report out once as
+sections of tables, images, text and lists; `markdown` writes that as Markdown and `html`
+feeds it to templates/report.html.j2 (autoescaped: plan and inventory values are text,
+never markup). Writing files is the caller's job except for the plots, which matplotlib
+draws straight to PNG."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from vfleet.budget.compute import Budget
+
+
+@dataclass
+class ReportInputs:
+    env: str
+    plan: dict[str, Any]
+    budget: Budget | None
+    sweep: list[Budget]
+    loadtests: list[dict[str, Any]]  # `vllm bench serve --save-result` JSON, one per endpoint
+    endpoints: list[dict[str, Any]]
+    phases: list[tuple[str, float]]  # (phase, seconds)
+    notes: list[str] = field(default_factory=list)
+
+
+# ---- the report's structure, shared by the Markdown and the HTML --------------------------
+Span = tuple[str, str]  # (style, text): style "" (plain), "code" or "strong"
+
+
+@dataclass(frozen=True)
+class Text:
+    spans: list[Span]
+    kind: ClassVar[str] = "text"
+
+
+@dataclass(frozen=True)
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+    kind: ClassVar[str] = "table"
+
+
+@dataclass(frozen=True)
+class Image:
+    src: str  # relative to the report's directory
+    alt: str
+    kind: ClassVar[str] = "image"
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: list[str]
+    kind: ClassVar[str] = "bullets"
+
+
+Block = Text | Table | Image | Bullets
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    title: str  # the page's <title>
+    heading: str
+    intro: list[Block]
+    sections: list[Section]
+    plots: list[Path]
+
+    def images(self) -> list[Image]:
+        blocks = [*self.intro, *(b for s in self.sections for b in s.blocks)]
+        return [b for b in blocks if isinstance(b, Image)]
+
+
+def _plot_sweep(points: list[Budget], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    usable = [b for b in points if b.max_concurrency >= 1] or points
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    ax.plot(
+        [b.gpu_memory_utilization for b in usable], [b.max_concurrency for b in usable], marker="o"
+    )
+    ax.set_xlabel("gpu-memory-utilization")
+    ax.set_ylabel(f"sequences at {usable[0].max_model_len} tokens")
+    ax.set_title("KV budget: concurrency ceiling per engine", fontsize=10)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_loadtest(results: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r.get("endpoint", f"#{i}") for i, r in enumerate(results)]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    left.bar(names, [r.get("output_throughput", 0) for r in results], color="#4472c4")
+    left.set_ylabel("output tokens/s")
+    left.set_title("Throughput per endpoint", fontsize=10)
+    keys = [
+        ("median_ttft_ms", "TTFT p50"),
+        ("p99_ttft_ms", "TTFT p99"),
+        ("median_itl_ms", "ITL p50"),
+        ("p99_itl_ms", "ITL p99"),
+    ]
+    width = 0.8 / max(len(results), 1)
+    for i, r in enumerate(results):
+        right.bar(
+            [k + i * width for k in range(len(keys))],
+            [r.get(k, 0) for k, _ in keys],
+            width=width,
+            label=names[i],
+        )
+    right.set_xticks(
+        [k + width * (len(results) - 1) / 2 for k in range(len(keys))], [label for _, label in keys]
+    )
+    right.set_ylabel("ms")
+    right.set_title("Latency", fontsize=10)
+    right.legend(fontsize=7)
+    for ax in (left, right):
+        ax.tick_params(axis="x", labelsize=8)
+        ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_alternatives(plan: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [plan, *plan.get("alternatives", [])]
+    labels = [f"{r['layout']} x{r['replicas']}" for r in rows]
+    values = [r["predicted"]["tokens_per_s"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(rows)))
+    colors = ["#2e7d32"] + ["#9e9e9e"] * (len(rows) - 1)
+    ax.barh(labels[::-1], values[::-1], color=colors[::-1])
+    ax.set_xlabel("predicted output tokens/s (whole cluster)")
+    ax.set_title("The plan and its alternatives", fontsize=10)
+    ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _text(*spans: str | Span) -> Text:
+    return Text([(("", s) if isinstance(s, str) else s) for s in spans])
+
+
+def build(inputs: ReportInputs, out_dir: Path) -> Report:
+    """Draw the plots into out_dir and lay the report out."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots: list[Path] = []
+    plan = inputs.plan
+    intro: list[Block] = [
+        _text(
+            "Model ",
+            ("code", str(plan["model"])),
+            f" on {plan['nodes']} x {plan['gpus_per_node']} {plan['gpu']}, "
+            f"vLLM {plan['vllm_version']}.",
+        )
+    ]
+    endpoints = Section(
+        "Endpoints",
+        [
+            Table(
+                ["engine", "URL", "mode", "hosts"],
+                [
+                    [e["engine"], e["url"], e["mode"], ", ".join(e["hosts"])]
+                    for e in inputs.endpoints
+                ],
+            )
+        ],
+    )
+    chosen = Section(
+        "Plan",
+        [
+            _text(
+                "Chosen: ",
+                ("strong", f"{plan['layout']} x {plan['replicas']}"),
+                f" — {plan.get('reason', '')}",
+            ),
+            Table(
+                ["knob", "value"],
+                [
+                    ["gpu-memory-utilization", str(plan["gpu_memory_utilization"])],
+                    ["max-num-seqs", str(plan["max_num_seqs"])],
+                    ["max-num-batched-tokens", str(plan["max_num_batched_tokens"])],
+                    ["max-model-len", str(plan["max_model_len"])],
+                    ["kv-cache-dtype", plan["kv_cache_dtype"]],
+                    ["chunked prefill", "on" if plan["enable_chunked_prefill"] else "off"],
+                ],
+            ),
+        ],
+    )
+    sections = [endpoints, chosen]
+    if plan.get("alternatives"):
+        path = out_dir / "plan_alternatives.png"
+        _plot_alternatives(plan, path)
+        plots.append(path)
+        chosen.blocks += [
+            Image(path.name, "plan alternatives"),
+            Table(
+                ["layout", "tokens/s", "TPOT ms", "why not"],
+                [
+                    [
+                        f"{a['layout']} x{a['replicas']}",
+                        f"{a['predicted']['tokens_per_s']:,.0f}",
+                        f"{a['predicted']['tpot_ms']:.1f}",
+                        a["why_not"],
+                    ]
+                    for a in plan["alternatives"]
+                ],
+            ),
+        ]
+    if inputs.budget:
+        b = inputs.budget
+        table = [
+            ["requested", b.requested_gib],
+            ["weights", b.weights_gib],
+            ["activation", b.activation_gib],
+            ["non-torch", b.non_torch_gib],
+            ["CUDA graphs", b.cudagraph_gib],
+            ["KV pool", b.available_kv_gib],
+        ]
+        sections.append(
+            Section(
+                "KV budget (per GPU)",
+                [
+                    Table(["term", "GiB"], [[term, f"{gib:.2f}"] for term, gib in table]),
+                    _text(
+                        f"{b.kv_tokens:,} KV tokens per engine; {b.max_concurrency:.1f} "
+                        f"sequences at {b.max_model_len} tokens."
+                    ),
+                ],
+            )
+        )
+    if inputs.sweep:
+        path = out_dir / "kv_budget.png"
+        _plot_sweep(inputs.sweep, path)
+        plots.append(path)
+        sections[-1].blocks.append(Image(path.name, "KV budget sweep"))
+    if inputs.loadtests:
+        path = out_dir / "loadtest.png"
+        _plot_loadtest(inputs.loadtests, path)
+        plots.append(path)
+        sections.append(Section("Load test", [_loadtest_table(inputs.loadtests)]))
+        sections[-1].blocks.append(Image(path.name, "load test"))
+    total = sum(s for _, s in inputs.phases)
+    sections.append(
+        Section(
+            "Phases",
+            [
+                Table(["phase", "seconds"], [[p, f"{s:.1f}"] for p, s in inputs.phases]),
+                _text(f"Total: {total:.0f} s."),
+            ],
+        )
+    )
+    if inputs.notes:
+        sections.append(Section("Notes", [Bullets(list(inputs.notes))]))
+    title = f"vfleet {inputs.env}"
+    return Report(title, f"vfleet deployment report: {inputs.env}", intro, sections, plots)
+
+
+def _loadtest_table(results: list[dict[str, Any]]) -> Table:
+    return Table(
+        ["endpoint", "completed", "req/s", "output tok/s", "TTFT p50/p99 ms", "ITL p50/p99 ms"],
+        [
+            [
+                r.get("endpoint", "?"),
+                str(r.get("completed", "?")),
+                f"{r.get('request_throughput', 0):.2f}",
+                f"{r.get('output_throughput', 0):.1f}",
+                f"{r.get('median_ttft_ms', 0):.1f} / {r.get('p99_ttft_ms', 0):.1f}",
+                f"{r.get('median_itl_ms', 0):.1f} / {r.get('p99_itl_ms', 0):.1f}",
+            ]
+            for r in results
+        ],
+    )
+
+
+def _markdown_block(block: Block) -> str:
+    if isinstance(block, Table):
+        lines = ["| " + " | ".join(block.headers) + " |", "|" + "---|" * len(block.headers)]
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in block.rows])
+    if isinstance(block, Image):
+        return f"![{block.alt}]({block.src})"
+    if isinstance(block, Bullets):
+        return "\n".join(f"- {item}" for item in block.items)
+    marks = {"": "", "code": "`", "strong": "**"}
+    return "".join(f"{marks[style]}{text}{marks[style]}" for style, text in block.spans)
+
+
+def markdown(doc: Report) -> str:
+    """The report as Markdown (report.md)."""
+    lines = [f"# {doc.heading}"]
+    for block in doc.intro:
+        lines += ["", _markdown_block(block)]
+    for section in doc.sections:
+        lines += ["", f"## {section.title}"]
+        for block in section.blocks:
+            lines += ["", _markdown_block(block)]
+    return "\n".join(lines) + "\n"
+
+
+def html(doc: Report) -> str:
+    """The report as one HTML page (report.html), from templates/report.html.j2."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    env = Environment(
+        loader=PackageLoader("vfleet", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    return env.get_template("report.html.j2").render(report=doc)

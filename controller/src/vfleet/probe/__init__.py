@@ -1,0 +1,1 @@
+"""Probe facts: the probe role's captured outputs read into typed host facts and a cluster."""
