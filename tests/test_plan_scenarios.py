@@ -67,7 +67,7 @@ def test_llama_70b_on_eight_h100_is_tp8_or_two_tp4():
 
 
 def test_deepseek_v4_flash_on_one_h200_node_beats_tp8_and_says_why():
-    from vfleet.present.plan_output import why_lost
+    from vfleet.plan.document import why_lost
 
     winner, ranked = _plan("1x8-h200.yaml", "deepseek-ai/DeepSeek-V4-Flash")
     assert winner.candidate.pp == 1
@@ -159,7 +159,7 @@ def test_a_large_cluster_keeps_room_for_bursts_in_max_num_seqs():
 
 
 def test_idle_gpus_are_named_with_the_reason():
-    from vfleet.present import plan_output
+    from vfleet.plan import document
 
     text = (
         "nodes: 128\ngpus_per_node: 8\ngpu: H100-SXM-80GB\n"
@@ -167,7 +167,7 @@ def test_idle_gpus_are_named_with_the_reason():
         "inter_node: {fabric: ethernet, busbw_GBps: 2.9}\n"
     )
     winner, ranked, inputs = _plan_spec(text, "meta-llama/Llama-3.1-405B-Instruct")
-    doc = plan_output.plan_document(
+    doc = document.plan_document(
         inputs.cluster, inputs.workload, ranked, inputs.spec.name, "0.33.0"
     )
     assert doc["idle_gpus"] == 1024 - winner.gpus_used
@@ -178,7 +178,7 @@ def test_idle_gpus_are_named_with_the_reason():
 
 
 def test_an_unmeetable_slo_says_so_and_keeps_the_closest_layout(tmp_path):
-    from vfleet.present import plan_output
+    from vfleet.plan import document
 
     strict = tmp_path / "strict.yaml"
     strict.write_text(
@@ -194,7 +194,7 @@ def test_an_unmeetable_slo_says_so_and_keeps_the_closest_layout(tmp_path):
     ranked = plan(inputs)
     winner = ranked[0]
     assert not winner.meets_slo
-    reason = plan_output.winner_reason(winner, None)
+    reason = document.winner_reason(winner, None)
     assert "no layout meets here" in reason and "loosen the targets or add GPUs" in reason
     # The closest option is a real batch, not a fallback to one sequence.
     assert winner.max_num_seqs >= 1 and winner.prediction is not None

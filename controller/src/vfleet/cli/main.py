@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from vfleet.budget import speculative
 from vfleet.cli import estimate as cli_estimate
@@ -324,66 +325,56 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from vfleet.catalog.models import load_model
     from vfleet.catalog.releases import traits
     from vfleet.plan.cluster import load_cluster
-    from vfleet.plan.search import PlanInputs, parse_layout, plan
+    from vfleet.plan.make import PlanRequest, make_plan
+    from vfleet.plan.search import parse_layout
     from vfleet.plan.workload import load_workload
-    from vfleet.present import plan_output
+    from vfleet.present.plan_table import table
 
     cluster = load_cluster(args.cluster, allow_partial=args.allow_partial_facts)
-    version = traits(args.vllm_version or cluster.vllm_version)
     spec = load_model(args.model)
-    draft = speculative.from_args(
-        args.speculative_method, args.num_speculative_tokens, args.draft_model, spec
-    )
-    if draft:  # refuse a method the target release lacks before planning for it
-        draft.check(spec, version.version)
-    inputs = PlanInputs(
-        spec=spec,
-        cluster=cluster,
-        workload=load_workload(args.workload),
-        traits=version,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-        kv_cache_dtype=args.kv_cache_dtype,
-        speculative=draft,
-    )
-    ranked = plan(inputs, parse_layout(args.layout) if args.layout else None)
-    doc = plan_output.plan_document(
-        cluster,
-        inputs.workload,
-        ranked,
-        inputs.spec.name,
-        version.label,
-        inputs.spec.model_type,
-        speculative=draft.to_json() if draft else None,
+    result = make_plan(
+        PlanRequest(
+            spec=spec,
+            cluster=cluster,
+            workload=load_workload(args.workload),
+            traits=traits(args.vllm_version or cluster.vllm_version),
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            kv_cache_dtype=args.kv_cache_dtype,
+            speculative=speculative.from_args(
+                args.speculative_method, args.num_speculative_tokens, args.draft_model, spec
+            ),
+            layout=parse_layout(args.layout) if args.layout else None,
+        )
     )
     if args.out:
-        try:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(doc, indent=2) + "\n")
-        except OSError as exc:
-            raise UserError(
-                f"cannot write the plan to {args.out}: {exc.strerror or exc}: pass a file path "
-                "in a folder you can write"
-            ) from None
+        write_json(args.out, result.document, "the plan")
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(result.document, indent=2))
     else:
-        print(plan_output.table(cluster, inputs.workload, ranked, inputs.spec.name))
+        print(table(cluster, result.inputs.workload, result.ranked, spec.name))
     return 0
 
 
-def cmd_render(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
+def write_json(path: Path, doc: dict[str, Any], what: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=2) + "\n")
+    except OSError as exc:
+        raise UserError(
+            f"cannot write {what} to {path}: {exc.strerror or exc}: pass a file path "
+            "in a folder you can write"
+        ) from None
 
+
+def cmd_render(args: argparse.Namespace) -> int:
     from vfleet.catalog.flags import flag_set
     from vfleet.plan.cluster import load_cluster
-    from vfleet.render.engines import RenderOptions, render, render_files
-    from vfleet.render.write import check_out, write_render
-    from vfleet.spec.files import Document
-    from vfleet.spec.render import RenderArgs
-    from vfleet.spec.validate import describe
+    from vfleet.render.request import render_into, render_options
+    from vfleet.render.write import check_out
+    from vfleet.spec.plan import load_plan
 
     check_out(args.out)
-    plan = _check_plan_shape(args.plan)
+    plan = load_plan(args.plan)
     if args.speculative_method or args.num_speculative_tokens or args.draft_model:
         plan = {**plan, "speculative": _render_speculative(args, plan)}
     cluster = load_cluster(args.facts or args.cluster, allow_partial=args.allow_partial_facts)
@@ -403,34 +394,8 @@ def cmd_render(args: argparse.Namespace) -> int:
         "--draft-model-path": args.draft_model_path,
         "--plan": args.plan.name,
     }
-    # Engines headed on one host take consecutive API ports from --port.
-    heads: dict[str, int] = {}
-    for replica in {r: None for h in plan["hosts"] for r in h["engines"]}:
-        head = next(h["host"] for h in plan["hosts"] if replica in h["engines"])
-        heads[head] = heads.get(head, 0) + 1
-    try:
-        checked = RenderArgs.model_validate(
-            given, context={"engines_per_host": max(heads.values(), default=1)}
-        )
-    except ValidationError as exc:
-        raise UserError(describe(exc, RenderArgs, Document(given, "vfleet render"))) from None
-    opts = RenderOptions(
-        model_path=checked.model_path,
-        served_model_name=checked.served_model_name,
-        vllm_bin=checked.vllm_bin,
-        ray_bin=str(Path(checked.vllm_bin).with_name("ray")),
-        port=checked.port,
-        backend=checked.backend,
-        api_key_file=checked.api_key_file,
-        install_dir=checked.install_dir,
-        extra_args=tuple(checked.extra_args),
-        extra_env=checked.env_pairs,
-        plan_name=checked.plan_name,
-        draft_model_path=checked.draft_model_path,
-    )
-    rendered = render(plan, cluster, opts, flags)
-    files = render_files(rendered, opts, flags, plan)
-    write_render(args.out, files)
+    opts = render_options(plan, given, "vfleet render")
+    rendered = render_into(args.out, plan, cluster, opts, flags)
     modes = sorted(set(rendered.mode_by_replica.values()))
     print(
         f"rendered {len(rendered.endpoints)} engine(s) on {len(rendered.hosts)} host(s) "
@@ -452,14 +417,6 @@ def _render_speculative(args: argparse.Namespace, plan: dict) -> dict:
         args.speculative_method, args.num_speculative_tokens, args.draft_model, spec
     )
     return draft.to_json() if draft else {}
-
-
-def _check_plan_shape(path: Path) -> dict:
-    """A plan edited by hand must still be one vLLM can start: read and checked by the plan
-    model (vfleet.spec.plan), returned as the dict render reads."""
-    from vfleet.spec.plan import load_plan
-
-    return load_plan(path)
 
 
 def _fetch_metrics(endpoint: str) -> str:

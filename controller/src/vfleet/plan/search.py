@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from vfleet.budget.compute import Budget, BudgetRequest, compute, fits, speculative
+from vfleet.budget import speculative
+from vfleet.budget.compute import Budget, BudgetRequest, compute, fits
 from vfleet.budget.params import Layout, component_params
 from vfleet.catalog.modelspec import ModelSpec
 from vfleet.catalog.releases import VersionTraits
@@ -89,6 +90,23 @@ class Evaluated:
 
 
 @dataclass(frozen=True)
+class Pinned:
+    """Values the operator fixes before planning (group_vars' vfleet_plan_overrides): the
+    search plans around them, so every prediction describes the plan that will run."""
+
+    max_model_len: int | None = None
+    block_size: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    gpu_memory_utilization: float | None = None
+    enable_chunked_prefill: bool | None = None
+
+    def given(self) -> dict[str, int | float | bool]:
+        """The pinned values only, by plan field name."""
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True)
 class PlanInputs:
     spec: ModelSpec
     cluster: ClusterSpec
@@ -98,6 +116,7 @@ class PlanInputs:
     kv_cache_dtype: str | None = None
     fit: Fit = field(default_factory=default_fit)
     speculative: speculative.Speculative | None = None
+    pinned: Pinned = field(default_factory=Pinned)
 
 
 def _divisors_pow2(limit: int) -> list[int]:
@@ -252,18 +271,20 @@ def _choose_knobs(
     params = inputs.fit.params(gpu.arch, inputs.traits.version)
     # Each decoding sequence schedules 1 + num_speculative_tokens tokens per step.
     slots = speculative.decode_slots(inputs.speculative)
-    limit = max(1, kv_cap)
+    pin = inputs.pinned
+    limit = max(1, kv_cap if pin.max_num_seqs is None else pin.max_num_seqs)
     grid = batch_grid(limit)
     best: tuple[float, int, int, steady.Prediction] | None = None
     closest: tuple[float, int, int, steady.Prediction] | None = None
-    chunks = np.array(MNBT_CHOICES, dtype=float)[:, None]
+    choices = MNBT_CHOICES if pin.max_num_batched_tokens is None else (pin.max_num_batched_tokens,)
+    chunks = np.array(choices, dtype=float)[:, None]
     table = steady.predict_grid(
         spec, gpu, e, params, grid, w.input_mean, w.output_mean, w.input_p99, chunks
     )
     violations = np.maximum(
         table.ttft_p99_s * 1e3 / w.ttft_p99_ms, table.tpot_s * 1e3 / w.tpot_p99_ms
     )
-    for row, mnbt in enumerate(MNBT_CHOICES):
+    for row, mnbt in enumerate(choices):
         g = table.row(row)
         violation = violations[row]
         feasible = np.flatnonzero(violation <= 1.0)
@@ -274,6 +295,8 @@ def _choose_knobs(
             continue
         peak = g.output_tokens_per_s[feasible].max()
         knee = int(next(i for i in feasible if g.output_tokens_per_s[i] >= 0.97 * peak))
+        if pin.max_num_seqs is not None:  # the operator's cap, not the knee
+            knee = int(feasible[-1])
         # The operating point: the workload's share, up to the chosen cap.
         run = int(np.searchsorted(grid, min(grid[knee], max(target, 1))))
         run = min(run, knee)
@@ -282,9 +305,11 @@ def _choose_knobs(
             # vLLM refuses max-num-batched-tokens below max-num-seqs.
             best = (tokens, min(int(grid[knee]), mnbt // slots), mnbt, g.at(run))
     if best is not None:
-        return best[1], best[2], best[3], True
+        seqs = best[1] if pin.max_num_seqs is None else pin.max_num_seqs
+        return seqs, best[2], best[3], True
     assert closest is not None
-    return closest[1], closest[2], closest[3], False
+    seqs = closest[1] if pin.max_num_seqs is None else pin.max_num_seqs
+    return seqs, closest[2], closest[3], False
 
 
 def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
@@ -294,17 +319,19 @@ def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
     ev.rejected = reject_reason(spec, cluster, inputs.traits, c)
     if ev.rejected:
         return ev
+    pin = inputs.pinned
     req = BudgetRequest(
         spec=spec,
         gpu=cluster.gpu,
         traits=inputs.traits,
         layout=c.layout(),
         gpu_memory_utilization=inputs.gpu_memory_utilization,
-        max_model_len=min(w.max_context, spec.max_position_embeddings),
+        max_model_len=pin.max_model_len or min(w.max_context, spec.max_position_embeddings),
         kv_cache_dtype=inputs.kv_cache_dtype or "auto",
-        max_num_batched_tokens=8192,
-        mean_context_len=w.mean_context,
+        max_num_batched_tokens=pin.max_num_batched_tokens or 8192,
+        mean_context_len=min(w.mean_context, pin.max_model_len or w.mean_context),
         speculative=inputs.speculative,
+        block_size=pin.block_size,
     )
     try:
         budget = compute(req)
@@ -409,7 +436,7 @@ def parse_layout(text: str) -> Candidate:
 def plan(inputs: PlanInputs, only: Candidate | None = None) -> list[Evaluated]:
     """All candidates, best first (rejected ones last, each with its reason). With `only`,
     just that layout, refused with its reason if a rule or the memory forbids it."""
-    util = inputs.gpu_memory_utilization
+    util = inputs.pinned.gpu_memory_utilization or inputs.gpu_memory_utilization
     if util is None:  # 0 is refused by the budget, not replaced by the default
         util = gpu_memory_utilization(inputs.cluster, inputs.traits)
     kv = inputs.kv_cache_dtype or kv_cache_dtype(inputs.spec, inputs.cluster)

@@ -85,7 +85,8 @@ UserName = Annotated[
 
 
 class PlanOverrides(StrictModel):
-    """Plan values forced after planning (vfleet_plan_overrides)."""
+    """Plan values fixed before planning (vfleet_plan_overrides): the search plans around
+    them, so the predictions describe the plan that runs."""
 
     max_model_len: Annotated[int, Field(ge=1, le=100_000_000)] | None = None
     """tokens per sequence (e.g. 8192)"""

@@ -168,7 +168,7 @@ class Plan(StrictModel):
     idle_gpus: Annotated[int, Field(ge=0)] | None = None
     """GPUs the plan leaves idle (e.g. 0)"""
     overrides: Loose | None = None
-    """the group_vars values forced after planning (vfleet_plan_overrides)"""
+    """the group_vars values the plan was made around (vfleet_plan_overrides)"""
 
     @field_validator("max_num_batched_tokens")
     @classmethod

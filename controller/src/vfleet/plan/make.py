@@ -1,0 +1,73 @@
+"""One plan from typed inputs: the search, then the plan document. `vfleet plan` and the
+deploy both call `make_plan`, so a deploy plans in process on the objects it already holds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vfleet.budget.speculative import Speculative
+from vfleet.catalog.modelspec import ModelSpec
+from vfleet.catalog.releases import VersionTraits
+from vfleet.plan import document
+from vfleet.plan.cluster import ClusterSpec
+from vfleet.plan.search import Candidate, Evaluated, Pinned, PlanInputs, plan
+from vfleet.plan.workload import Workload
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    spec: ModelSpec
+    cluster: ClusterSpec
+    workload: Workload
+    traits: VersionTraits
+    gpu_memory_utilization: float | None = None
+    kv_cache_dtype: str | None = None
+    speculative: Speculative | None = None
+    layout: Candidate | None = None
+    """evaluate only this layout (`--layout`)"""
+    pinned: Pinned = field(default_factory=Pinned)
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    inputs: PlanInputs
+    ranked: list[Evaluated]
+    """every layout, best first; the rejected ones last, each with its reason"""
+    document: dict[str, Any]
+    """the plan JSON `vfleet render` reads"""
+
+    @property
+    def winner(self) -> Evaluated:
+        return self.ranked[0]
+
+
+def make_plan(req: PlanRequest) -> PlanResult:
+    if req.speculative:  # refuse a method the target release lacks before planning for it
+        req.speculative.check(req.spec, req.traits.version)
+    inputs = PlanInputs(
+        spec=req.spec,
+        cluster=req.cluster,
+        workload=req.workload,
+        traits=req.traits,
+        gpu_memory_utilization=req.gpu_memory_utilization,
+        kv_cache_dtype=req.kv_cache_dtype,
+        speculative=req.speculative,
+        pinned=req.pinned,
+    )
+    ranked = plan(inputs, req.layout)
+    doc = document.plan_document(
+        req.cluster,
+        req.workload,
+        ranked,
+        req.spec.name,
+        req.traits.label,
+        req.spec.model_type,
+        speculative=req.speculative.to_json() if req.speculative else None,
+    )
+    pinned = req.pinned.given()
+    if pinned:
+        if req.pinned.enable_chunked_prefill is not None:
+            doc["enable_chunked_prefill"] = req.pinned.enable_chunked_prefill
+        doc["overrides"] = pinned
+    return PlanResult(inputs, ranked, doc)
