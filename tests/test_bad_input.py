@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vfleet.deploy import envcheck, pipeline
+from vfleet.deploy import context, envcheck, pipeline
 from vfleet.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,6 +28,9 @@ def _copy_env(tmp_path: Path, env: str) -> Path:
     shutil.copytree(REPO / "inventories" / env, root / "inventories" / env)
     (root / "ansible").mkdir(parents=True)
     (root / "ansible" / "roles").symlink_to(REPO / "ansible" / "roles")
+    (root / "ansible" / "ansible.cfg").symlink_to(REPO / "ansible" / "ansible.cfg")
+    (root / "terraform").mkdir()
+    (root / "terraform" / "envs").symlink_to(REPO / "terraform" / "envs")
     return root
 
 
@@ -438,47 +441,47 @@ def test_api_key_file_must_be_private(tmp_path):
     key.chmod(0o644)
     _group_vars(lambda d: d.update(vfleet_api_key_file=str(key)))(root)
     with pytest.raises(UserError, match=f"chmod 600 {key}"):
-        pipeline.load_context("prod", root=root)
+        context.load_context("prod", root=root)
     key.chmod(0o600)
-    assert pipeline.load_context("prod", root=root).api_key_file == key
+    assert context.load_context("prod", root=root).api_key_file == key
     key.unlink()
     with pytest.raises(UserError, match="does not exist: create it with mode 0600"):
-        pipeline.load_context("prod", root=root)
+        context.load_context("prod", root=root)
 
 
 def test_local_default_makes_its_api_key_private(tmp_path):
     root = _copy_env(tmp_path, "local")
-    ctx = pipeline.load_context("local", root=root)
+    ctx = context.load_context("local", root=root)
     assert ctx.api_key_file == root / ".secrets/local/api-key"
     assert ctx.api_key_file.stat().st_mode & 0o777 == 0o600
     assert len(ctx.api_key_file.read_text().strip()) >= 32
-    again = pipeline.load_context("local", root=root)
+    again = context.load_context("local", root=root)
     assert again.api_key_file.read_text() == ctx.api_key_file.read_text()  # kept, not remade
 
 
 def test_prod_hosts_must_be_in_the_managed_known_hosts(tmp_path):
     root = _copy_env(tmp_path, "prod")
     _hosts(_two_hosts)(root)
-    ctx = pipeline.load_context("prod", root=root)
+    ctx = context.load_context("prod", root=root)
     with pytest.raises(UserError, match=r"gpu-01 \(10.0.0.1\), gpu-02 \(10.0.0.2\) not in"):
-        pipeline.check_hosts(ctx)
+        context.check_hosts(ctx)
     keys = root / "inventories/prod/known_hosts"
     keys.write_text(
         "10.0.0.1 ssh-ed25519 "
         "AAAAC3NzaC1lZDI1NTE5AAAAIBWGxj1rY0DkGhxqjQ8dFq9oX3X8k1X8nX9uXq2L3tQp\n"
     )
     with pytest.raises(UserError, match=r"^gpu-02 \(10.0.0.2\) not in .*make known-hosts ENV=prod"):
-        pipeline.check_hosts(ctx)
+        context.check_hosts(ctx)
     _group_vars(lambda d: d.update(ansible_ssh_common_args="-o StrictHostKeyChecking=no"))(root)
     with pytest.raises(UserError, match="host key checking is off for prod"):
-        pipeline.check_hosts(pipeline.load_context("prod", root=root))
+        context.check_hosts(context.load_context("prod", root=root))
 
 
 def test_prod_with_no_hosts_after_provisioning_is_refused(tmp_path):
     root = _copy_env(tmp_path, "prod")
-    ctx = pipeline.load_context("prod", root=root)
+    ctx = context.load_context("prod", root=root)
     with pytest.raises(UserError, match="no hosts in gpu_hosts"):
-        pipeline.check_hosts(ctx)
+        context.check_hosts(ctx)
 
 
 # ---- facts and plans ---------------------------------------------------------------------------

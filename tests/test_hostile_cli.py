@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vfleet import cli
+from vfleet.cli import main as cli
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"

@@ -194,10 +194,11 @@ def test_failed_probe_names_the_host_and_blocks_the_plan(deployed, tmp_path):
 
 def _probe_into(facts: Path) -> None:
     """The probe playbook as `make probe` runs it, writing its facts elsewhere."""
-    from vfleet.deploy import pipeline
+    from vfleet.deploy.commands import playbook
+    from vfleet.deploy.context import load_context
 
-    ctx = pipeline.load_context("local")
-    pipeline._playbook(
+    ctx = load_context("local")
+    playbook(
         ctx, "probe the interconnect", "probe.yml", {"topology_probe_facts_dir": str(facts)}
     )
 

@@ -1,7 +1,8 @@
 """What `make deploy` tells the operator when a phase fails: a real ansible-playbook run
-through pipeline.run, whose results callback (ansible/plugins/callback/vfleet_results.py)
-records each host's outcome, on local "hosts" and one that cannot be reached. Fast (a few
-seconds): no test hosts; the fault tests check the same lines on real ones."""
+through vfleet.deploy.commands.run, whose results callback
+(ansible/plugins/callback/vfleet_results.py) records each host's outcome, on local "hosts"
+and one that cannot be reached. Fast (a few seconds): no test hosts; the fault tests check
+the same lines on real ones."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from typing import Any
 import pytest
 from ci_gate import require
 
-from vfleet.deploy import pipeline
-from vfleet.deploy.pipeline import UNREACHABLE_ADVICE, PhaseFailed, host_failures
+from vfleet.deploy import commands
+from vfleet.deploy.commands import UNREACHABLE_ADVICE, PhaseFailed, host_failures
+from vfleet.deploy.context import Context
+
+REPO = Path(__file__).resolve().parents[2]
 
 LOCAL = {
     "ansible_connection": "local",
@@ -109,18 +113,25 @@ PLAYBOOK = """\
 """
 
 
+def _bundle(root: Path) -> Path:
+    """`root` as a bundle whose ansible/ is the repository's: its config and the results
+    callback the runs load from there."""
+    (root / "ansible").symlink_to(REPO / "ansible")
+    return root
+
+
 @pytest.fixture(scope="module")
 def failed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[PhaseFailed, Path]:
-    playbook = pipeline.VENV_BIN / "ansible-playbook"
+    playbook = Path(sys.executable).parent / "ansible-playbook"
     require(playbook.is_file(), f"no {playbook}: install the controller's ops extra")
     require(shutil.which("ssh") is not None, "no ssh client for the unreachable host")
     root = tmp_path_factory.mktemp("run")
     (root / "hosts.yml").write_text(json.dumps(INVENTORY))
     (root / "play.yml").write_text(PLAYBOOK)
-    ctx = pipeline.Context("local", root)
+    ctx = Context("local", _bundle(root))
     argv = [str(playbook), "-i", str(root / "hosts.yml"), str(root / "play.yml")]
     with pytest.raises(PhaseFailed) as caught:
-        pipeline.run(ctx, "install", argv, "play", ansible=True)
+        commands.run(ctx, "install", argv, "play", ansible=True)
     return caught.value, ctx.artifacts / "logs" / "play.results.json"
 
 
@@ -195,13 +206,13 @@ def test_without_a_results_file_no_host_is_named(tmp_path):
 
 
 def test_a_second_run_does_not_name_the_first_runs_hosts(tmp_path):
-    ctx = pipeline.Context("local", tmp_path)
+    ctx = Context("local", _bundle(tmp_path))
     stale = ctx.artifacts / "logs" / "play.results.json"
     stale.parent.mkdir(parents=True)
     stale.write_text(json.dumps({"hosts": {"h9": {"status": "failed", "message": "old"}}}))
     argv = [sys.executable, "-c", "raise SystemExit(4)"]
     with pytest.raises(PhaseFailed) as caught:
-        pipeline.run(ctx, "install", argv, "play", ansible=True)
+        commands.run(ctx, "install", argv, "play", ansible=True)
     assert caught.value.hosts == {} and caught.value.why == "exit 4"
 
 

@@ -74,6 +74,7 @@ def test_the_console_script_runs_terraform_1_15_with_the_project_config(tmp_path
         **os.environ,
         "TF_CLI_CONFIG_FILE": "/nonexistent/.terraformrc",  # what some machines preset
         "VFLEET_CACHE": str(tmp_path),
+        "VFLEET_ROOT": str(REPO),  # run outside the bundle, as the deploy's commands may be
     }
     done = _shim("version", "-json", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr

@@ -77,6 +77,14 @@ def _budget_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def _root_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--root",
+        type=flags.path,
+        help="the bundle (default: $VFLEET_ROOT, else the repository the command runs in)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="vfleet", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -195,6 +203,7 @@ def _parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=text)
         p.add_argument("--env", type=flags.env_name, default="local", help="local | staging | prod")
+        _root_arg(p)
         if name in ("deploy", "plan-env"):
             p.add_argument(
                 "--allow-partial-facts",
@@ -210,6 +219,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     kh = sub.add_parser("known-hosts", help="record the hosts' SSH keys for staging or prod")
     kh.add_argument("--env", type=flags.env_name, required=True, help="staging | prod")
+    _root_arg(val)
+    _root_arg(kh)
     sub.add_parser("models", help="list the bundled model catalog")
     sub.add_parser("gpus", help="list the GPU catalog")
     cli_estimate.add_parser(sub)
@@ -548,36 +559,41 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_deploy(args: argparse.Namespace) -> int:
     from vfleet.deploy import pipeline
 
-    return pipeline.deploy(args.env, allow_partial=args.allow_partial_facts)
+    return pipeline.deploy(args.env, root=args.root, allow_partial=args.allow_partial_facts)
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
     from vfleet.deploy import pipeline
 
-    return pipeline.destroy(args.env)
+    return pipeline.destroy(args.env, args.root)
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
     from vfleet.deploy import pipeline
 
-    return pipeline.deploy(args.env, probe_only=True)
+    return pipeline.deploy(args.env, probe_only=True, root=args.root)
 
 
 def cmd_plan_env(args: argparse.Namespace) -> int:
     from vfleet.deploy import pipeline
 
-    return pipeline.deploy(args.env, plan_only=True, allow_partial=args.allow_partial_facts)
+    return pipeline.deploy(
+        args.env, plan_only=True, root=args.root, allow_partial=args.allow_partial_facts
+    )
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from vfleet.deploy import envcheck, pipeline
+    from vfleet.deploy import envcheck
+    from vfleet.deploy.bundle import bundle_root
+    from vfleet.deploy.context import ENVS
 
-    if args.env not in pipeline.ENVS:
-        raise UserError(f"--env {args.env} is not one of {', '.join(pipeline.ENVS)}")
-    inventory = args.inventory or pipeline.ROOT / "inventories" / args.env
-    provisioned = pipeline.ROOT / "artifacts" / args.env / "hosts.yml"
+    if args.env not in ENVS:
+        raise UserError(f"--env {args.env} is not one of {', '.join(ENVS)}")
+    root = bundle_root(args.root)
+    inventory = args.inventory or root / "inventories" / args.env
+    provisioned = root / "artifacts" / args.env / "hosts.yml"
     checked = envcheck.check_environment(
-        args.env, inventory, pipeline.ROOT / "ansible" / "roles", [provisioned], False
+        args.env, inventory, root / "ansible" / "roles", [provisioned], False
     )
     gpu_hosts = [h for h in checked.hosts if "gpu_hosts" in h.groups]
     values = checked.group_vars
@@ -592,15 +608,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_known_hosts(args: argparse.Namespace) -> int:
-    from vfleet.deploy import envcheck, known_hosts, pipeline
+    from vfleet.deploy import context, envcheck, known_hosts
 
     if args.env not in ("staging", "prod"):
         raise UserError("--env must be staging or prod: the local testbed checks no host keys")
-    ctx = pipeline.load_context(args.env)
-    docs = pipeline.inventory_docs(ctx)
+    ctx = context.load_context(args.env, args.root)
+    docs = context.inventory_docs(ctx)
     checked = envcheck.check_inventories(docs, args.env, True)
     hosts = [h for h in checked if "gpu_hosts" in h.groups]
-    path = pipeline.known_hosts_file(ctx)
+    path = context.known_hosts_file(ctx)
     for line in known_hosts.scan(path, hosts):
         print(line)
     print(f"{len(hosts)} host(s) recorded in {path}: compare the fingerprints above with each host")
@@ -610,7 +626,7 @@ def cmd_known_hosts(args: argparse.Namespace) -> int:
 def cmd_restart(args: argparse.Namespace) -> int:
     from vfleet.deploy import pipeline
 
-    return pipeline.restart(args.env)
+    return pipeline.restart(args.env, args.root)
 
 
 def cmd_models(_args: argparse.Namespace) -> int:

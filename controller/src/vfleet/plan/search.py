@@ -70,6 +70,8 @@ class Evaluated:
     candidate: Candidate
     replicas: int
     rejected: str = ""
+    request: BudgetRequest | None = None
+    """the budget's inputs (the report sweeps gpu-memory-utilization from them)"""
     budget: Budget | None = None
     prediction: steady.Prediction | None = None
     max_num_seqs: int = 0
@@ -344,7 +346,7 @@ def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
             f"{max(budget.available_kv_gib, 0):.1f} GiB for KV"
         )
         return ev
-    ev.budget = budget
+    ev.request, ev.budget = req, budget
     # A request holds blocks in every cache group (window groups, V4's state groups), not
     # only context / block_size: the budget counts them at the workload's mean context.
     blocks_per_seq = budget.blocks_per_mean_request

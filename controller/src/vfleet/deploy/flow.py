@@ -1,0 +1,189 @@
+"""The in-process middle of a deploy: the probe facts read once, checked against the
+inventory, planned around the operator's pinned values, rendered, and reported, all on
+the same typed objects (no `vfleet` subprocesses, no JSON read back from disk)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vfleet.catalog.flags import flag_set
+from vfleet.catalog.models import load_model
+from vfleet.catalog.releases import traits
+from vfleet.deploy import envcheck
+from vfleet.deploy.context import Context, inventory_docs
+from vfleet.errors import UserError
+from vfleet.plan.cluster import ClusterSpec
+from vfleet.plan.make import PlanRequest, PlanResult, make_plan
+from vfleet.plan.search import Pinned
+from vfleet.plan.workload import load_workload
+from vfleet.probe.facts import cluster_from_facts, load_facts_dir
+from vfleet.render.engines import Rendered
+from vfleet.render.request import render_into, render_options
+
+HOST_API_KEY_FILE = "/etc/vfleet/secrets/api-key"  # vllm_launch_api_key_file's default
+
+
+@dataclass
+class Probed:
+    hosts: list[dict[str, Any]]
+    """the normalised facts of the hosts planned on (a failed host's left out with
+    --allow-partial-facts)"""
+    cluster: ClusterSpec
+    left_out: list[str]
+
+
+def probed_cluster(ctx: Context, command: str, allow_partial: bool) -> Probed:
+    """The cluster from artifacts/<env>/facts, read once. A failed probe stops the plan with
+    one line naming the host; with allow_partial the plan goes ahead on what the probes
+    collected, leaving out the hosts whose probe saw no GPU."""
+    facts = load_facts_dir(ctx.artifacts / "facts")
+    failed = [f for f in facts if f.get("probe_failed")]
+    if failed and not allow_partial:
+        listing = "; ".join(
+            f"{f['host']} ({' '.join('; '.join(f.get('errors') or []).split()) or 'no reason'})"
+            for f in failed
+        )
+        raise UserError(
+            f"the probe failed on {listing}: fix the host and re-run `make probe ENV={ctx.env}`, "
+            f"or plan without it: vfleet {command} --env {ctx.env} --allow-partial-facts"
+        )
+    blind = [f["host"] for f in failed if not f.get("gpu_count")]
+    kept = [f for f in facts if f["host"] not in blind]
+    if not kept:
+        raise UserError(
+            f"no host's probe saw a GPU: fix the hosts and re-run make probe ENV={ctx.env}"
+        )
+    if blind:
+        print(f"==> partial facts\n    planning without {', '.join(blind)}: its probe saw no GPU")
+    cluster = cluster_from_facts(kept, allow_partial=allow_partial)
+    # A host that lost a GPU is named before anything is planned around it.
+    envcheck.check_probed_hardware(
+        [(n.name, n.gpu.name, n.gpus) for n in cluster.nodes],
+        ctx.var("vfleet_expect_gpu"),
+        ctx.var("vfleet_expect_gpus_per_host"),
+        envcheck.hosts_of(inventory_docs(ctx)),
+    )
+    return Probed(kept, cluster, blind)
+
+
+def plan(ctx: Context, cluster: ClusterSpec) -> PlanResult:
+    """Plan for the environment's model and workload; write artifacts/<env>/plan.json."""
+    start = time.monotonic()
+    print("==> plan", flush=True)
+    result = make_plan(
+        PlanRequest(
+            spec=load_model(str(ctx.var("vfleet_model"))),
+            cluster=cluster,
+            workload=load_workload(str(ctx.var("vfleet_workload", "chat"))),
+            traits=traits(ctx.var("vfleet_vllm_version") or cluster.vllm_version),
+            kv_cache_dtype=ctx.var("vfleet_kv_cache_dtype"),
+            pinned=Pinned(**(ctx.var("vfleet_plan_overrides") or {})),
+        )
+    )
+    path = ctx.artifacts / "plan.json"
+    path.write_text(json.dumps(result.document, indent=2) + "\n")
+    doc = result.document
+    print(
+        f"    {doc['layout']} x {doc['replicas']}: max-num-seqs {doc['max_num_seqs']}, "
+        f"max-num-batched-tokens {doc['max_num_batched_tokens']}, "
+        f"gpu-memory-utilization {doc['gpu_memory_utilization']} ({ctx.shown(path)})"
+    )
+    _timed(ctx, "plan", start)
+    return result
+
+
+def render(ctx: Context, plan_doc: dict[str, Any], cluster: ClusterSpec) -> Rendered:
+    """Launch scripts, units and env files for every host into artifacts/<env>/launch."""
+    start = time.monotonic()
+    print("==> render", flush=True)
+    given: dict[str, Any] = {
+        "--model-path": ctx.var("vfleet_model_dir_on_hosts"),
+        "--served-model-name": ctx.var("vfleet_served_model_name", plan_doc["model"]),
+        "--vllm-bin": str(ctx.var("vllm_venv", "/opt/vfleet/vllm")) + "/bin/vllm",
+        "--port": 8000,
+        "--backend": "auto",
+        "--api-key-file": None,
+        "--install-dir": "/etc/vfleet",
+        "--extra-arg": list(ctx.var("vfleet_render_extra_args") or []),
+        "--env": [],
+        "--draft-model-path": None,
+        "--plan": "plan.json",
+    }
+    if ctx.api_key_file:
+        # Where vllm_launch writes the key on the hosts; the unit reads it at start.
+        on_hosts = str(ctx.var("vllm_launch_api_key_file", HOST_API_KEY_FILE))
+        given["--api-key-file"] = HOST_API_KEY_FILE if "{{" in on_hosts else on_hosts
+    opts = render_options(plan_doc, given, f"inventories/{ctx.env}/group_vars")
+    flags = flag_set(plan_doc["vllm_version"], cluster.vllm_flags)
+    out = ctx.artifacts / "launch"
+    rendered = render_into(out, plan_doc, cluster, opts, flags)
+    print(
+        f"    {len(rendered.endpoints)} engine(s) on {len(rendered.hosts)} host(s), "
+        f"flag set {flags.summary} ({ctx.shown(out)})"
+    )
+    _timed(ctx, "render", start)
+    return rendered
+
+
+def _timed(ctx: Context, name: str, start: float) -> None:
+    elapsed = time.monotonic() - start
+    ctx.timings.append((name, elapsed))
+    print(f"    done in {elapsed:.1f} s", flush=True)
+
+
+def loadtest_results(report_dir: Path) -> list[dict[str, Any]]:
+    """The load test's `vllm bench serve --save-result` files, one per endpoint."""
+    results = []
+    for path in sorted((report_dir / "loadtest").glob("**/*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict) and "completed" in data:
+            data.setdefault("endpoint", path.stem)
+            results.append(data)
+    return results
+
+
+def write_report(ctx: Context, result: PlanResult, endpoints: list[dict[str, Any]]) -> Path:
+    """report.md and report.html from the planner's own budget (nothing recomputed from JSON)."""
+    from vfleet.present import report
+    from vfleet.present.budget_report import parse_range, sweep
+
+    start = time.monotonic()
+    winner = result.winner
+    assert winner.request is not None and winner.budget is not None
+    points = sweep(winner.request, parse_range("0.6:0.95:0.05"))
+    out = ctx.artifacts / "report"
+    notes = []
+    if ctx.env == "local":
+        notes.append(
+            "Local default: two systemd-nspawn test hosts replay a real H200 host's "
+            "nvidia-smi; the engines are the vLLM CPU build serving a tiny "
+            "locally-made Llama with a pinned 64 MiB KV cache, one replica per host "
+            "(the budget above is what the plan computed for the H200 it stands "
+            "in for)."
+        )
+    if result.document.get("overrides"):
+        notes.append(
+            f"Planned around pinned values from group_vars: {result.document['overrides']}"
+        )
+    ctx.timings.append(("report", time.monotonic() - start))
+    inputs = report.ReportInputs(
+        ctx.env,
+        result.document,
+        winner.budget,
+        points,
+        loadtest_results(out),
+        endpoints,
+        list(ctx.timings),
+        notes,
+    )
+    laid_out = report.build(inputs, out)
+    (out / "report.md").write_text(report.markdown(laid_out))
+    (out / "report.html").write_text(report.html(laid_out))
+    return out / "report.html"
