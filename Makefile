@@ -105,7 +105,7 @@ probe: setup $(if $(filter local,$(ENV)),engine testbed-image) ## Provision, ins
 	$(VFLEET) probe --env $(ENV)
 
 examples: setup ## Budgets and a plan for the bundled example clusters (no hosts needed)
-	bash scripts/deploy.sh "$(ENV)"
+	bash scripts/examples.sh "$(ENV)"
 
 clean: ## Remove build outputs (not the cached engine)
 	rm -rf $(VENV) artifacts .pytest_cache

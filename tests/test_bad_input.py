@@ -19,7 +19,7 @@ from vfleet.deploy import context, envcheck, pipeline
 from vfleet.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
-VFLEET = [sys.executable, "-m", "vfleet.cli"]
+VFLEET = [sys.executable, "-m", "vfleet.cli.main"]
 
 
 def _copy_env(tmp_path: Path, env: str) -> Path:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from vfleet import cli
+from vfleet.cli import main as cli
 from vfleet.errors import UserError
 from vfleet.observe.doctor import (
     EngineConfig,

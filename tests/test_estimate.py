@@ -188,7 +188,7 @@ def test_bad_estimate_input_exits_2_with_one_line(argv, says, tmp_path):
         *argv,
     ]
     out = subprocess.run(
-        [sys.executable, "-m", "vfleet.cli", "estimate", *args],
+        [sys.executable, "-m", "vfleet.cli.main", "estimate", *args],
         capture_output=True,
         text=True,
         check=False,

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from render_cases import ONE_H100_X4, TWO_H100_ETH
 
-from vfleet.cli import main
+from vfleet.cli.main import main
 from vfleet.render import write as render_write
 from vfleet.render.engines import vfleet_env_names
 from vfleet.render.formats import environments

@@ -14,7 +14,7 @@ from hostile import LOADER_SETTINGS, assert_one_line, document_values
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vfleet.cli import main
+from vfleet.cli.main import main
 from vfleet.errors import UserError
 from vfleet.plan.cluster import ClusterSpec, cluster_from_dict, load_cluster
 
@@ -167,7 +167,7 @@ def test_bad_spec_exits_2_from_the_cli(tmp_path):
     spec = tmp_path / "cluster.yaml"
     spec.write_text("nodes: 1e308\n" + BASE)
     out = subprocess.run(
-        [sys.executable, "-m", "vfleet.cli", "plan", "--cluster", str(spec), "--model", "x/y"],
+        [sys.executable, "-m", "vfleet.cli.main", "plan", "--cluster", str(spec), "--model", "x/y"],
         capture_output=True,
         text=True,
         check=False,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vfleet import cli
+from vfleet.cli import main as cli
 from vfleet.errors import UserError
 from vfleet.spec.files import Document
 from vfleet.spec.plan import Plan, load_plan, parse_plan

@@ -85,7 +85,7 @@ def test_bad_workload_exits_2_from_the_cli(tmp_path):
     wl.write_text("preset: chat\nconcurency: 8\n")
     out = subprocess.run(
         [
-            *(sys.executable, "-m", "vfleet.cli", "plan"),
+            *(sys.executable, "-m", "vfleet.cli.main", "plan"),
             *("--cluster", str(REPO / "examples/clusters/1x8-h100.yaml")),
             *("--model", "meta-llama/Llama-3.1-8B-Instruct", "--workload", str(wl)),
         ],

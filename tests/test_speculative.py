@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from vfleet import cli
+from vfleet.cli import main as cli
 from vfleet.budget.compute import BudgetRequest, compute, speculative
 from vfleet.budget.params import Layout
 from vfleet.catalog.flags import _registry, flag_set, speculative_methods

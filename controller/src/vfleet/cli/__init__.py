@@ -1,5 +1,1 @@
-"""The `vfleet` command line, a thin layer over the packages."""
-
-from vfleet.cli.main import main
-
-__all__ = ["main"]
+"""The `vfleet` command line, a thin layer over the packages (entry point: vfleet.cli.main)."""

@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# `make deploy` today: KV budgets and a parallel plan for bundled example clusters, written
-# to artifacts/<env>/report/. Provisioning, probing and launching arrive with the render,
-# roles and deploy issues; this script says so instead of pretending.
+# `make examples`: KV budgets and a parallel plan for the bundled example clusters, written to
+# artifacts/<env>/examples/. No host is needed; `make deploy` is the whole rollout.
 set -euo pipefail
 env_name="${1:-local}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 vfleet="$root/.venv/bin/vfleet"
-report="$root/artifacts/$env_name/report"
+report="$root/artifacts/$env_name/examples"
 mkdir -p "$report"
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -29,5 +28,4 @@ step "Plan: DeepSeek-V3 on the seed chapter's 2 x 8 H100 cluster joined by 25 Gb
   --model deepseek-ai/DeepSeek-V3 --workload chat --out "$report/plan-deepseek-v3-2x8-h100.json" \
   | tee "$report/plan-deepseek-v3-2x8-h100.txt"
 
-step "Done: reports in ${report#"$root"/}"
-echo "Today make deploy computes budgets and a plan only; see README 'What make deploy does today'."
+step "Done: outputs in ${report#"$root"/}"
