@@ -30,6 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
+# tests/support (case loaders) is test code, not part of the installed product
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from support.perfcases import Case, load_cases
+
 from vfleet.errors import UserError
 from vfleet.estimate import Prepared, finish, prepare
 from vfleet.perf_params import (
@@ -41,7 +46,6 @@ from vfleet.perf_params import (
     default_fit,
     with_values,
 )
-from vfleet.perfcases import Case, load_cases
 
 GAP = 0.05  # pairs whose measured throughputs differ by more than this are scored
 TPOT_WEIGHT = 0.5  # TPOT residuals count half as much as throughput residuals
