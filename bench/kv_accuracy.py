@@ -14,8 +14,12 @@ import statistics
 import sys
 from pathlib import Path
 
+# tests/support (case loaders) is test code, not part of the installed product
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from support.kvcases import configs_by_case_model, to_run, usable
+
 from vfleet.budget import compute
-from vfleet.kvcases import configs_by_case_model, to_run, usable
 
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "kv_cases"
 

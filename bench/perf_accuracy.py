@@ -30,6 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
+# tests/support (case loaders) is test code, not part of the installed product
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from support.perfcases import Case, load_cases
+
 from vfleet.errors import UserError
 from vfleet.perf.params import (
     ENGINE_GENERATIONS,
@@ -40,7 +45,6 @@ from vfleet.perf.params import (
     default_fit,
     with_values,
 )
-from vfleet.perfcases import Case, load_cases
 from vfleet.plan.estimate import Prepared, finish, prepare
 
 GAP = 0.05  # pairs whose measured throughputs differ by more than this are scored

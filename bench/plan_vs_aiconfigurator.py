@@ -300,7 +300,8 @@ VFLEET_CASES = """
 import json, sys
 from vfleet.errors import UserError
 from vfleet.plan.estimate import estimate
-from vfleet.perfcases import load_cases
+sys.path.insert(0, "tests")  # cwd is the repository root; tests/support is no product code
+from support.perfcases import load_cases
 from vfleet.catalog.releases import batch_defaults
 
 wanted = set(sys.argv[1:])

@@ -207,8 +207,9 @@ def test_the_bundled_fit_meets_its_targets_on_the_development_set():
         import perf_accuracy
     finally:
         sys.path.pop(0)
+    from support.perfcases import load_cases
+
     from vfleet.perf.params import default_fit
-    from vfleet.perfcases import load_cases
 
     scored, _ = perf_accuracy.prepare_all(load_cases())
     perf_accuracy.predict_all(scored, default_fit())

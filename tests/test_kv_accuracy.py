@@ -4,8 +4,9 @@ import json
 import statistics
 from pathlib import Path
 
+from support.kvcases import configs_by_case_model, to_run, usable
+
 from vfleet.budget import compute
-from vfleet.kvcases import configs_by_case_model, to_run, usable
 
 CASES = Path(__file__).parent / "data" / "kv_cases"
 

@@ -10,13 +10,13 @@ from dataclasses import replace
 
 import pytest
 
-from vfleet.cli import main as cli
 from vfleet.budget.compute import BudgetRequest, compute, speculative
 from vfleet.budget.params import Layout
 from vfleet.catalog.flags import _registry, flag_set, speculative_methods
 from vfleet.catalog.gpus import resolve_gpu
 from vfleet.catalog.models import MODELS_DIR, load_model
 from vfleet.catalog.releases import parse_version, traits
+from vfleet.cli import main as cli
 from vfleet.errors import UserError
 from vfleet.plan.cluster import load_cluster
 from vfleet.render.engines import RenderOptions, render, render_files

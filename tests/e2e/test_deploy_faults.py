@@ -198,9 +198,7 @@ def _probe_into(facts: Path) -> None:
     from vfleet.deploy.context import load_context
 
     ctx = load_context("local")
-    playbook(
-        ctx, "probe the interconnect", "probe.yml", {"topology_probe_facts_dir": str(facts)}
-    )
+    playbook(ctx, "probe the interconnect", "probe.yml", {"topology_probe_facts_dir": str(facts)})
 
 
 def _iperf_gbps(facts: Path) -> float:
@@ -254,7 +252,7 @@ def _hub_qdisc(host: str) -> str:
 
 
 def test_degraded_link_lowers_the_measured_bandwidth_and_moves_the_plan(deployed, tmp_path):
-    from vfleet.testbed import machines, network
+    from vfleet_testbed import machines, network
 
     assert deployed.returncode == 0
     tb = machines.load(TESTBED)

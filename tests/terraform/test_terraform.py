@@ -362,7 +362,7 @@ def test_inventory_contract_keys_match_every_source() -> None:
 
 def test_local_testbed_profiles_match_the_controller() -> None:
     from vfleet.catalog.gpus import resolve_gpu
-    from vfleet.testbed.profiles import PROFILES
+    from vfleet_testbed.profiles import PROFILES
 
     table = plain(locals_of(TF_DIR / "modules/local_testbed/main.tf")["profiles"])
     assert set(table) == set(PROFILES)
@@ -472,8 +472,8 @@ def test_python_terraform_drives_the_shim(
 def _testbed_ready() -> None:
     """The machine can host a testbed; skip (fail under CI) with the reason otherwise."""
     require(TESTBED.is_file(), f"{TESTBED} missing; run `make setup`")
-    from vfleet.testbed import base, machines
-    from vfleet.testbed.errors import TestbedError
+    from vfleet_testbed import base, machines
+    from vfleet_testbed.errors import TestbedError
 
     try:
         machines.check_machine(need_debootstrap=not base.image_is_current())

@@ -10,7 +10,7 @@ from pathlib import Path
 import ci_gate
 import pytest
 
-from vfleet.testbed import base
+from vfleet_testbed import base
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.testbed import base, cli, machines
+from vfleet_testbed import base, cli, machines
 
 
 @pytest.mark.parametrize(

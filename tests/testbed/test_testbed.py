@@ -16,8 +16,8 @@ from typing import Any
 import ci_gate
 import pytest
 
-from vfleet.testbed import machines, network
-from vfleet.testbed.profiles import PROFILES, SHAPES
+from vfleet_testbed import machines, network
+from vfleet_testbed.profiles import PROFILES, SHAPES
 
 pytestmark = pytest.mark.testbed
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from vfleet.testbed import cli
-from vfleet.testbed.profiles import PROFILES, SHAPES, fixtures_root
+from vfleet_testbed import cli
+from vfleet_testbed.profiles import PROFILES, SHAPES, fixtures_root
 
 
 @pytest.mark.parametrize(

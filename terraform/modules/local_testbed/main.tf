@@ -6,7 +6,7 @@
 # provisioner reads only self.input, which holds what it needs.
 
 locals {
-  # What each profile replays (controller/src/vfleet/testbed/profiles.py): GPUs per host and
+  # What each profile replays (tools/testbed/src/vfleet_testbed/profiles.py): GPUs per host and
   # the GPU's catalog name (`vfleet gpus`). tests/terraform checks this table against the
   # controller's, so the two cannot drift apart unnoticed.
   profiles = {
@@ -16,7 +16,7 @@ locals {
     "gb200-4gpu"     = { gpus = 4, gpu = "GB200" }
   }
 
-  # The testbed's address plan (controller/src/vfleet/testbed/network.py): the i-th host
+  # The testbed's address plan (tools/testbed/src/vfleet_testbed/network.py): the i-th host
   # (0-based) is 10.213.0.(11 + i), reachable only through the testbed's ssh config. The
   # create provisioner compares what `testbed up` reports with this and fails on any
   # difference, so a wrong inventory never leaves this module.

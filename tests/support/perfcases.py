@@ -1,4 +1,4 @@
-"""The measured development set (data/perf_cases/measured.json) as estimator inputs.
+"""The measured development set (vfleet's data/perf_cases/measured.json) as estimator inputs.
 
 Each published run becomes the `vfleet estimate` call that describes it: the catalog model,
 the GPU, a cluster of its nodes, the layout as launched, the release, the scheduler knobs it
@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+from importlib.resources import files
 from typing import Any
 
 from vfleet.catalog.models import load_model
@@ -24,7 +24,8 @@ from vfleet.plan.cluster import cluster_from_dict
 from vfleet.plan.estimate import EstimateRequest
 from vfleet.plan.search import Candidate
 
-CASES_FILE = Path(__file__).parent / "data" / "perf_cases" / "measured.json"
+# The measured runs stay package data of vfleet (controller/src/vfleet/data/perf_cases/).
+CASES_FILE = files("vfleet") / "data" / "perf_cases" / "measured.json"
 # ShareGPT's mean lengths in `vllm bench serve` (from the published runs that give request
 # throughput: output = output tok/s / req/s, input = (total - output) tok/s / req/s).
 SHAREGPT_MEAN_IN, SHAREGPT_MEAN_OUT = 217, 197

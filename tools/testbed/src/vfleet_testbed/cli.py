@@ -19,9 +19,9 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from vfleet.testbed import base, machines
-from vfleet.testbed.errors import TestbedError, UsageError
-from vfleet.testbed.profiles import PROFILES, SHAPES
+from vfleet_testbed import base, machines
+from vfleet_testbed.errors import TestbedError, UsageError
+from vfleet_testbed.profiles import PROFILES, SHAPES
 
 
 class _Parser(argparse.ArgumentParser):

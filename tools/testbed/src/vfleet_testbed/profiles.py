@@ -102,6 +102,6 @@ def fixtures_root() -> Path:
     env = os.environ.get("VFLEET_GPU_HOSTS")
     if env:
         return Path(env)
-    # controller/src/vfleet/testbed/profiles.py -> the repository root is four levels up
-    # (the controller is installed in editable mode; a wheel install must set the variable).
+    # tools/testbed/src/vfleet_testbed/profiles.py -> the repository root is four levels up
+    # (tools/testbed is installed in editable mode; a wheel install must set the variable).
     return Path(__file__).resolve().parents[4] / "tests" / "data" / "gpu-hosts"

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vfleet.testbed.errors import TestbedError
+from vfleet_testbed.errors import TestbedError
 
 SUITE = "bookworm"
 # Bump when the customisation below changes: it forces a rebuild of cached images.

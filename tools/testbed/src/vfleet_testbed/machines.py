@@ -32,9 +32,9 @@ from typing import Any
 
 import yaml
 
-from vfleet.testbed import base, network
-from vfleet.testbed.errors import TestbedError, UsageError
-from vfleet.testbed.profiles import PROFILES, SHAPES, fixtures_root
+from vfleet_testbed import base, network
+from vfleet_testbed.errors import TestbedError, UsageError
+from vfleet_testbed.profiles import PROFILES, SHAPES, fixtures_root
 
 DEFAULT_NAME = "tb"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")

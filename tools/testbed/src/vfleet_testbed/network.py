@@ -20,7 +20,7 @@ import ipaddress
 import subprocess
 from pathlib import Path
 
-from vfleet.testbed.errors import TestbedError
+from vfleet_testbed.errors import TestbedError
 
 SUBNET = ipaddress.ip_network("10.213.0.0/24")
 CONTROLLER_ADDRESS = "10.213.0.2"
