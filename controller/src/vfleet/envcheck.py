@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vfleet import schema
+from vfleet import pins, schema
 from vfleet.errors import UserError
 from vfleet.inventory import Host, ansible_hosts, ansible_inventory
 from vfleet.spec import deploy as spec
@@ -69,6 +69,7 @@ def read_group_vars(inventory_dir: Path) -> tuple[dict[str, Any], dict[str, str]
         raise UserError(f"{gv}/all.yml is missing: every environment needs its group_vars")
     merged: dict[str, Any] = {}
     origin: dict[str, str] = {}
+    root = inventory_dir.parents[1] if inventory_dir.parent.name == "inventories" else pins.ROOT
     for path in files:
         document = load_yaml(path, "group_vars")
         doc = document.data
@@ -79,7 +80,8 @@ def read_group_vars(inventory_dir: Path) -> tuple[dict[str, Any], dict[str, str]
         spec.check_deploy_vars(document)
         spec.check_no_plain_secrets(document)
         for key, value in doc.items():
-            merged[str(key)] = value
+            # "{{ vfleet_pins.KEY }}" as Ansible renders it (the deploy passes vfleet_pins).
+            merged[str(key)] = pins.resolve(value, root)
             origin[str(key)] = str(path)
     return merged, origin
 

