@@ -28,6 +28,7 @@ def _copy_env(tmp_path: Path, env: str) -> Path:
     shutil.copytree(REPO / "inventories" / env, root / "inventories" / env)
     (root / "ansible").mkdir(parents=True)
     (root / "ansible" / "roles").symlink_to(REPO / "ansible" / "roles")
+    shutil.copy2(REPO / "pins.env", root / "pins.env")  # the local group_vars read the pins
     return root
 
 
