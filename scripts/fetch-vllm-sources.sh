@@ -26,17 +26,10 @@ exec 9>"$DEST/.lock"
 flock 9
 # Under the lock nobody else is fetching, so temp folders left by a killed run can go.
 rm -rf "$DEST"/.fetch-*
-tmp=""
-trap 'if [[ -n "$tmp" ]]; then rm -rf "$tmp"; fi' EXIT
 
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-for version in "${VERSIONS[@]}"; do
-  target="$DEST/$version"
-  if [[ -f "$target/$MARKER" ]]; then
-    echo "vllm $version: cached ($target)"
-    continue
-  fi
-  start=$SECONDS
+fetch() {
+  # One release: download its wheel into a temp folder, keep vllm/**/*.py, mark it done.
+  local version=$1 target="$DEST/$1" start=$SECONDS tmp wheel count
   tmp="$(mktemp -d "$DEST/.fetch-$version.XXXXXX")"
   # 0.20.x ship manylinux_2_35 wheels, later releases 2_28. The wheel is read once, so pip's
   # cache would only hold 270 MB more.
@@ -45,13 +38,15 @@ for version in "${VERSIONS[@]}"; do
     --platform manylinux_2_35_x86_64 --platform manylinux_2_28_x86_64 \
     "vllm==$version" -d "$tmp" >"$tmp/pip.log" 2>&1; then
     cat "$tmp/pip.log" >&2
+    rm -rf "$tmp"
     echo "vllm $version: FAILED (pip download)" >&2
-    exit 1
+    return 1
   fi
   wheel="$(compgen -G "$tmp/vllm-$version-*.whl" | head -n 1 || true)"
   if [[ -z "$wheel" ]]; then
+    rm -rf "$tmp"
     echo "vllm $version: FAILED (no wheel in the download)" >&2
-    exit 1
+    return 1
   fi
   rm -rf "$target"
   # Python's zipfile, not unzip, which a fresh Debian 12 lacks.
@@ -68,7 +63,25 @@ print(len(names))
 EOF
 )"
   rm -rf "$tmp"
-  tmp=""
   printf 'vllm==%s files=%s\n' "$version" "$count" >"$target/$MARKER"
   echo "vllm $version: fetched $count files in $((SECONDS - start)) s ($target)"
+}
+
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+# The releases are independent: fetch the missing ones at once (the downloads wait on the
+# network, not on this machine), each in its own temp folder. A killed run leaves only
+# .fetch-* folders, which the next run removes under the lock.
+pids=()
+for version in "${VERSIONS[@]}"; do
+  if [[ -f "$DEST/$version/$MARKER" ]]; then
+    echo "vllm $version: cached ($DEST/$version)"
+    continue
+  fi
+  fetch "$version" &
+  pids+=("$!")
 done
+failed=0
+for pid in "${pids[@]}"; do
+  wait "$pid" || failed=1
+done
+exit "$failed"

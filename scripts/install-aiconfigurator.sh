@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# Install NVIDIA AIConfigurator 0.12.0 (CPU-only serving performance model, Apache-2.0) into
-# its own venv, kept apart from the controller's, for bench/plan_vs_aiconfigurator.py.
-# Usage: scripts/install-aiconfigurator.sh [VENV_DIR]   (default /var/cache/vfleet/aic-0.12.0)
+# Install NVIDIA AIConfigurator (CPU-only serving performance model, Apache-2.0; the version
+# pins.env names) into its own venv, kept apart from the controller's, for
+# bench/plan_vs_aiconfigurator.py.
+# Usage: scripts/install-aiconfigurator.sh [VENV_DIR]   (default $VFLEET_CACHE/aic-<version>)
 # Idempotent: a finished venv carries a marker and is left alone.
 set -euo pipefail
 
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# AIC_VERSION: the one record of the pins.
+. "$root/pins.env"
 VFLEET_CACHE="${VFLEET_CACHE:-/var/cache/vfleet}"
-AIC_VERSION=0.12.0
 VENV_DIR="${1:-${AIC_VENV:-$VFLEET_CACHE/aic-$AIC_VERSION}}"
 PYTHON="${PYTHON:-python3}"
 
-# The marker holds the versions, so a bump here forces a reinstall.
+# The marker holds the versions, so a bump in pins.env forces a reinstall.
 READY_TEXT="aiconfigurator==$AIC_VERSION aiconfigurator-core==$AIC_VERSION"
 MARKER="$VENV_DIR/.vfleet-ready"
 
@@ -35,7 +38,7 @@ if ready; then
   exit 0
 fi
 
-# AIC 0.12.0 wants Python >= 3.11, < 3.14.
+# This AIC release wants Python >= 3.11, < 3.14.
 "$PYTHON" - <<'EOF' || { log "ERROR: $PYTHON is not Python 3.11-3.13"; exit 1; }
 import sys
 sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 14) else 1)

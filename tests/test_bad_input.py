@@ -31,6 +31,7 @@ def _copy_env(tmp_path: Path, env: str) -> Path:
     (root / "ansible" / "ansible.cfg").symlink_to(REPO / "ansible" / "ansible.cfg")
     (root / "terraform").mkdir()
     (root / "terraform" / "envs").symlink_to(REPO / "terraform" / "envs")
+    shutil.copy2(REPO / "pins.env", root / "pins.env")  # the local group_vars read the pins
     return root
 
 

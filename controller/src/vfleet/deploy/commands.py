@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vfleet.deploy import pins
 from vfleet.deploy.context import Context
 
 RESULTS_CALLBACK = "vfleet_results"
@@ -156,6 +157,8 @@ def playbook(ctx: Context, name: str, book: str, extra: dict[str, Any] | None = 
                 "vfleet_root": str(ctx.root),
                 # The path, never the key: group_vars read it with a file lookup.
                 "vfleet_api_key_path": str(ctx.api_key_file or ""),
+                # pins.env, which group_vars read as {{ vfleet_pins.KEY }}.
+                "vfleet_pins": pins.pins(ctx.root),
                 **(extra or {}),
             }
         ),

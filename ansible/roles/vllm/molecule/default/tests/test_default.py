@@ -10,7 +10,11 @@ from typing import Any
 
 import pytest
 
+from vfleet.deploy.pins import pins
+
 VENV = "/opt/vfleet/vllm"
+# The versions the scenario installs: pins.env at the bundle root.
+PINS = pins(Path(__file__).resolve().parents[6])
 # The plaintext of the scenario's vaulted test token (converge.yml).
 HF_TOKEN = "hf_vfleetMoleculeVllmTokenNotReal"
 
@@ -50,7 +54,7 @@ def test_vllm_was_downloaded_from_the_wheelhouse(scenario: dict[str, Any]) -> No
 def test_vllm_cpu_build_runs_as_the_service_user(host: Any) -> None:
     out = host.run(f"sudo -u vllm env VLLM_NO_USAGE_STATS=1 {VENV}/bin/vllm --version")
     assert out.rc == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1] == "0.32.0+cpu"
+    assert out.stdout.strip().splitlines()[-1] == PINS["VLLM_CPU_VERSION"] + "+cpu"
 
 
 def test_pins_hold_and_cuda_only_packages_are_gone(host: Any) -> None:
@@ -66,10 +70,10 @@ def test_pins_hold_and_cuda_only_packages_are_gone(host: Any) -> None:
     out = host.run(f"{VENV}/bin/python -c {shlex.quote(script)}")
     assert out.rc == 0, out.stderr
     assert out.stdout.strip().splitlines() == [
-        "torch 2.13.0+cpu",
-        "transformers 5.19.0",
-        "vllm 0.32.0+cpu",
-        "vllm-cpu 0.32.0",
+        f"torch {PINS['TORCH_VERSION']}",
+        f"transformers {PINS['TRANSFORMERS_VERSION']}",
+        f"vllm {PINS['VLLM_CPU_VERSION']}+cpu",
+        f"vllm-cpu {PINS['VLLM_CPU_VERSION']}",
     ]
     venv = host.file(VENV)
     assert (venv.user, venv.mode) == ("root", 0o755)
@@ -90,7 +94,7 @@ def test_model_was_copied_readable_by_the_service_user(host: Any, scenario: dict
     model = scenario["vllm_test_model_dir"]
     folder = host.file(model)
     assert (folder.user, folder.group, folder.mode) == ("root", "vllm", 0o750)
-    source = Path(scenario["vllm_test_cache"]) / "tiny-models" / "tiny-llama"
+    source = Path(scenario["vllm_test_cache"]) / "tiny-models" / PINS["TINY_MODEL"]
     names = sorted(p.name for p in source.iterdir() if p.is_file())
     assert "model.safetensors" in names and "config.json" in names
     for name in names:

@@ -9,9 +9,13 @@ from typing import Any
 
 import pytest
 
+from vfleet.deploy.pins import pins
+
 ENGINE = "engine-0"
 UNIT = f"vfleet-vllm-{ENGINE}.service"
 VENV = "/opt/vfleet/vllm"
+# The versions the scenario installs: pins.env at the bundle root.
+PINS = pins(Path(__file__).resolve().parents[6])
 # The plaintexts of the scenario's vaulted test secrets (converge.yml).
 HF_TOKEN = "hf_vfleetMoleculeTestTokenNotReal"
 API_KEY = "vfleet-molecule-api-key"
@@ -49,7 +53,7 @@ def test_host_has_no_route_out(host: Any) -> None:
 def test_vllm_cpu_build_runs_as_the_service_user(host: Any) -> None:
     out = host.run(f"sudo -u vllm env VLLM_NO_USAGE_STATS=1 {VENV}/bin/vllm --version")
     assert out.rc == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1] == "0.32.0+cpu"
+    assert out.stdout.strip().splitlines()[-1] == PINS["VLLM_CPU_VERSION"] + "+cpu"
 
 
 def test_cuda_only_packages_are_gone(host: Any) -> None:
@@ -66,9 +70,9 @@ def test_cuda_only_packages_are_gone(host: Any) -> None:
     out = host.run(f"{VENV}/bin/python -c {shlex.quote(script)}")
     assert out.rc == 0, out.stderr
     assert out.stdout.strip().splitlines() == [
-        "torch 2.13.0+cpu",
-        "vllm 0.32.0+cpu",
-        "vllm-cpu 0.32.0",
+        f"torch {PINS['TORCH_VERSION']}",
+        f"vllm {PINS['VLLM_CPU_VERSION']}+cpu",
+        f"vllm-cpu {PINS['VLLM_CPU_VERSION']}",
     ]
 
 
@@ -76,14 +80,17 @@ def test_venv_is_root_owned(host: Any) -> None:
     venv = host.file(VENV)
     assert (venv.user, venv.mode) == ("root", 0o755)
     constraints = host.file(f"{VENV}/vfleet-constraints.txt").content_string.split()
-    assert constraints == ["torch==2.13.0+cpu", "transformers==5.19.0"]
+    assert constraints == [
+        f"torch=={PINS['TORCH_VERSION']}",
+        f"transformers=={PINS['TRANSFORMERS_VERSION']}",
+    ]
 
 
 def test_model_was_copied_readable_by_the_service_user(host: Any, scenario: dict[str, Any]) -> None:
     model = scenario["vllm_launch_test_model_dir"]
     folder = host.file(model)
     assert (folder.user, folder.group, folder.mode) == ("root", "vllm", 0o750)
-    source = Path(scenario["vllm_launch_test_cache"]) / "tiny-models" / "tiny-llama"
+    source = Path(scenario["vllm_launch_test_cache"]) / "tiny-models" / PINS["TINY_MODEL"]
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         copied = host.file(f"{model}/{name}")
         assert (copied.user, copied.group, copied.mode) == ("root", "vllm", 0o640)

@@ -2,7 +2,7 @@
 
 Run it with the vLLM venv's interpreter (it needs torch, transformers and tokenizers):
 
-    $VLLM_VENV/bin/python tests/engine/make_tiny_models.py [OUT_DIR] [--models NAME ...]
+    $VLLM_VENV/bin/python tools/make_tiny_models.py [OUT_DIR] [--models NAME ...]
 
 Each model gets its own folder (config, bf16 safetensors, a locally trained byte-level BPE
 tokenizer, a chat template). A fixed seed makes the weights reproducible. A folder that is
