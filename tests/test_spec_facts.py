@@ -65,7 +65,7 @@ def test_the_model_does_not_change_what_normalize_returns():
 
 
 def test_a_minimal_hand_written_file(tmp_path):
-    doc = {"schema": "vfleet.probe.facts/1", "gpu_name": "NVIDIA H200", "gpu_count": 1}
+    doc = {"schema": "vfleet.facts/1", "gpu_name": "NVIDIA H200", "gpu_count": 1}
     loaded = _load(tmp_path, doc, "gpu-07.json")
     assert loaded["host"] == "gpu-07"  # from the file name
     spec = facts.cluster_from_facts([loaded])

@@ -4,6 +4,7 @@ package data) and a command that needs a bundle says so in one line."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -18,18 +19,13 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def unpacked(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    # Built from a copy: setuptools leaves build/ and *.egg-info next to the sources.
+    source = out / "controller"
+    shutil.copytree(
+        REPO / "controller", source, ignore=shutil.ignore_patterns("build", "*.egg-info")
+    )
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "-w",
-            str(out),
-            str(REPO / "controller"),
-        ],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
         check=True,
         capture_output=True,
         timeout=300,

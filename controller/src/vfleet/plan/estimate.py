@@ -25,8 +25,9 @@ from vfleet.perf import model as perf
 from vfleet.perf.params import Fit, PerfParams, default_fit
 from vfleet.perf.simulate import Client, EngineLimits, Trajectory, replay
 from vfleet.plan import shape
+from vfleet.plan.candidate import Candidate
 from vfleet.plan.cluster import ClusterSpec
-from vfleet.plan.search import Candidate, reject_reason
+from vfleet.plan.rules import reject_reason
 
 DATASETS = ("random", "sharegpt")
 # ShareGPT as `vllm bench serve` samples it: prompts up to 1,024 tokens, prompt plus

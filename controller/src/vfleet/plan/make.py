@@ -10,8 +10,9 @@ from vfleet.budget.speculative import Speculative
 from vfleet.catalog.modelspec import ModelSpec
 from vfleet.catalog.releases import VersionTraits
 from vfleet.plan import document
+from vfleet.plan.candidate import Candidate
 from vfleet.plan.cluster import ClusterSpec
-from vfleet.plan.search import Candidate, Evaluated, Pinned, PlanInputs, plan
+from vfleet.plan.search import Evaluated, Pinned, PlanInputs, plan
 from vfleet.plan.workload import Workload
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from vfleet.budget import speculative
 from vfleet.budget.compute import Budget, BudgetRequest, compute, fits
-from vfleet.budget.params import Layout, component_params
+from vfleet.budget.params import component_params
 from vfleet.catalog.modelspec import ModelSpec
 from vfleet.catalog.releases import VersionTraits
 from vfleet.errors import UserError
@@ -24,45 +24,14 @@ from vfleet.perf import model as perf
 from vfleet.perf import steady
 from vfleet.perf.params import Fit, default_fit
 from vfleet.plan import shape
+from vfleet.plan.candidate import Candidate
 from vfleet.plan.cluster import ClusterSpec
+from vfleet.plan.rules import reject_reason
 from vfleet.plan.workload import Workload
 
-# Expert all-to-all across nodes needs RDMA-class bandwidth to pay off (GB/s busbw).
-EP_CROSS_NODE_MIN_GBPS = 25.0
 HEADROOM = 0.9  # keep 10% of KV blocks free so decode growth does not preempt
 MNBT_CHOICES = (2048, 4096, 8192, 16384)
 BATCH_GRID = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
-
-
-@dataclass(frozen=True)
-class Candidate:
-    tp: int
-    pp: int
-    dp: int
-    ep: bool
-    dcp: int
-
-    @property
-    def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
-
-    def layout(self) -> Layout:
-        return Layout(
-            tp=self.tp, pp=self.pp, dp=self.dp, enable_expert_parallel=self.ep, dcp=self.dcp
-        )
-
-    @property
-    def label(self) -> str:
-        text = f"TP{self.tp}"
-        if self.pp > 1:
-            text += f" PP{self.pp}"
-        if self.dp > 1:
-            text += f" DP{self.dp}"
-        if self.ep:
-            text += " EP"
-        if self.dcp > 1:
-            text += f" DCP{self.dcp}"
-        return text
 
 
 @dataclass
@@ -161,91 +130,6 @@ def candidates(spec: ModelSpec, cluster: ClusterSpec) -> list[Candidate]:
                     for dcp in dcps:
                         out.append(Candidate(tp, pp, dp, ep, dcp))
     return out
-
-
-def reject_reason(
-    spec: ModelSpec, cluster: ClusterSpec, traits: VersionTraits, c: Candidate
-) -> str:
-    """The seed's rules and vLLM's limits, as one reason or an empty string."""
-    per_node, inter = cluster.gpus_per_node, cluster.inter_node
-    in_domain = inter.fabric == "nvlink" and c.tp <= inter.nvlink_domain_gpus
-    if c.tp > per_node and not in_domain:
-        return (
-            f"TP{c.tp} spans nodes over {inter.fabric} ({inter.busbw_GBps:g} GB/s): TP "
-            "all-reduces twice per layer, so it never crosses slow links"
-        )
-    if cluster.intra_node.link == "nvlink-pairs" and c.tp > 2:
-        return f"TP{c.tp} leaves the NVLink pairs: TP stays inside an NVLink domain"
-    # Ranks are ordered DP x PP x TP, so with DP a stage's expert group spans the engine.
-    moe_span = c.gpus if c.dp > 1 else c.tp
-    if spec.is_moe and (c.ep or c.dp > 1) and in_nvlink_domain(cluster, per_node) < moe_span:
-        kind = "EP" if c.ep else "MoE over DP"
-        if inter.fabric == "nvlink":
-            return (
-                f"{kind} spans {moe_span} GPUs, past the {inter.nvlink_domain_gpus}-GPU NVLink "
-                "domain: expert traffic stays inside a fast domain"
-            )
-    if spec.is_moe and (c.ep or c.dp > 1) and moe_span > per_node and inter.fabric != "nvlink":
-        fast = inter.fabric in ("infiniband", "roce")
-        if not fast or inter.busbw_GBps < EP_CROSS_NODE_MIN_GBPS:
-            kind = "EP" if c.ep else "MoE over DP"
-            return (
-                f"{kind} spans {moe_span} GPUs across {inter.fabric} "
-                f"({inter.busbw_GBps:g} GB/s): expert traffic stays inside a fast domain"
-            )
-    if spec.num_attention_heads % c.tp:
-        return f"TP{c.tp} does not divide {spec.num_attention_heads} attention heads"
-    if not spec.is_mla and not spec.is_dsv4:
-        kv = spec.num_kv_heads
-        if (kv % c.tp) if kv >= c.tp else (c.tp % kv):
-            return f"TP{c.tp} and {kv} KV heads do not divide each other"
-    nvlink_inside = cluster.intra_node.link in ("nvswitch", "nvlink-pairs")
-    if c.pp > 1 and nvlink_inside and c.tp * c.dp < per_node:
-        return (
-            f"PP{c.pp} puts several stages inside one NVLink node: TP fills the node, "
-            "PP is the fallback across slow links"
-        )
-    if c.dp > 1 and c.pp > 1 and traits.version < (0, 9, 1):
-        return (
-            f"DP with PP runs from vLLM 0.9.1 on (0.8.5 gives each DP rank only TP GPUs; "
-            f"target {traits.label})"
-        )
-    if c.dcp > 1 and traits.version < (0, 10, 2):
-        return f"DCP needs vLLM 0.10.2 or later (target {traits.label})"
-    if c.dcp > 1 and not spec.is_mla and traits.version < (0, 11, 1):
-        return f"DCP with GQA attention needs vLLM 0.11.1 or later (target {traits.label})"
-    if c.dcp > 1 and not spec.is_mla:
-        group = spec.num_attention_heads // max(spec.num_kv_heads, 1)
-        if group % c.dcp:
-            return f"DCP{c.dcp} does not divide the {group} query heads per KV head"
-    if c.dp > 1 and traits.version < (0, 9, 0) and c.gpus > per_node:
-        return "multi-node data parallel needs vLLM 0.9 or later"
-    block = _fp8_block(spec)
-    if block and spec.num_experts and not c.ep:
-        width = spec.moe_intermediate_size / (c.tp * c.dp)
-        if width % block:
-            return (
-                f"FP8 block-quantized experts ({spec.moe_intermediate_size} wide) split "
-                f"{c.tp * c.dp} ways leave {width:g} columns, not whole {block}-wide "
-                "blocks: use EP"
-            )
-    if block and spec.intermediate_size % block == 0 and (spec.intermediate_size / c.tp) % block:
-        return f"FP8 blocks of {block} do not split {spec.intermediate_size} columns {c.tp} ways"
-    if spec.is_dsv4 and spec.hidden_size >= 7168 and c.tp >= 16:
-        return "DeepSeek-V4-Pro FP8 blocks do not split 16 ways (vLLM issue 40955)"
-    return ""
-
-
-def in_nvlink_domain(cluster: ClusterSpec, per_node: int) -> int:
-    """GPUs one NVLink domain holds: a node, or a multi-node NVLink domain (NVL72)."""
-    inter = cluster.inter_node
-    return max(per_node, inter.nvlink_domain_gpus) if inter.fabric == "nvlink" else per_node
-
-
-def _fp8_block(spec: ModelSpec) -> int:
-    """The FP8 block width of a block-quantized checkpoint (0 when not block-quantized)."""
-    size = spec.quantization.get("weight_block_size") if spec.quantization else None
-    return int(size[-1]) if isinstance(size, list) and size else 0
 
 
 def batch_grid(limit: int) -> np.ndarray:

@@ -13,7 +13,7 @@ section (vLLM/torch/NCCL versions read in the given venv); `route_to` (the sourc
 the kernel picks towards the cluster); measurements under `bandwidth`; `probe_failed` and
 `errors`. Parsing happens here, on the controller, so it is tested against real captures.
 
-`normalize(raw)` turns that into the normalised facts (schema `vfleet.probe.facts/1`); a file
+`normalize(raw)` turns that into the normalised facts (schema `vfleet.facts/1`); a file
 that already holds normalised facts is checked and taken as is, so facts can be written by
 hand. The model `vfleet.spec.facts.FactsModel` is the schema: its field docstrings say what
 each key holds (host, address, gpus, gpu_name, gpu_count, topology, nvlink, fabric, hcas,

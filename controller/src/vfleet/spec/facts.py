@@ -1,4 +1,4 @@
-"""Normalised probe facts (schema `vfleet.probe.facts/1`): one JSON object per GPU host, as
+"""Normalised probe facts (schema `vfleet.facts/1`): one JSON object per GPU host, as
 `vfleet.probe.facts.normalize` writes it from the probe's raw output, or as an operator writes it
 by hand. The field docstrings below are the schema; `python -m vfleet.spec.facts` writes the
 JSON Schema generated from them to vfleet/schemas/facts.schema.json.
@@ -21,7 +21,7 @@ from pydantic_core import CoreSchema, core_schema
 from vfleet.spec.base import StrictModel
 from vfleet.spec.values import Address, Interface, Label
 
-FACTS_SCHEMA = "vfleet.probe.facts/1"
+FACTS_SCHEMA = "vfleet.facts/1"
 MAX_GPUS = 72  # a GB200 NVL72 rack seen as one host
 MAX_MIB = 10**8  # ~95 TiB: above any host or GPU memory
 MAX_COUNT = 1 << 20  # CPUs, NUMA nodes, links, GID indexes: far above real hardware
@@ -271,10 +271,10 @@ class BandwidthFacts(StrictModel):
 
 
 class FactsModel(StrictModel):
-    """What the topology probe saw on one GPU host, normalised (schema vfleet.probe.facts/1)."""
+    """What the topology probe saw on one GPU host, normalised (schema vfleet.facts/1)."""
 
-    schema_: Literal["vfleet.probe.facts/1"] = Field(alias="schema")
-    """the document schema (vfleet.probe.facts/1)"""
+    schema_: Literal["vfleet.facts/1"] = Field(alias="schema")
+    """the document schema (vfleet.facts/1)"""
     host: Label
     """inventory name of the host (e.g. gpu-node-01)"""
     address: Address | None = None

@@ -39,7 +39,7 @@ SCHEMAS: dict[str, tuple[type[BaseModel], str, str]] = {
     ),
     "facts": (
         FactsModel,
-        "vfleet normalised probe facts (artifacts/<env>/facts/<host>.json, vfleet.probe.facts/1)",
+        "vfleet normalised probe facts (artifacts/<env>/facts/<host>.json, vfleet.facts/1)",
         "One GPU host as the topology probe saw it; generated from vfleet.spec.facts.FactsModel.",
     ),
     "inventory": (
