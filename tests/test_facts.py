@@ -17,7 +17,7 @@ import pytest
 
 from vfleet.errors import UserError
 from vfleet.plan.cluster import load_cluster
-from vfleet.probe import facts
+from vfleet.probe import normalize as facts
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTS = REPO / "tests" / "data" / "gpu-hosts"

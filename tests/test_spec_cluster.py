@@ -186,11 +186,11 @@ def test_a_dict_without_a_file_names_the_spec():
 
 
 def test_a_directory_still_reads_probe_facts(tmp_path, monkeypatch):
-    import vfleet.probe.facts
+    import vfleet.probe.normalize
 
     seen = []
     monkeypatch.setattr(
-        vfleet.probe.facts,
+        vfleet.probe.normalize,
         "cluster_from_facts_dir",
         lambda p, allow_partial: seen.append(p) or "facts",
     )

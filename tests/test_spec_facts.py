@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from test_facts import GB200, H100, H200, L40S, raw_probe, with_bandwidth
 
 from vfleet.errors import UserError
-from vfleet.probe import facts
+from vfleet.probe import normalize as facts
 from vfleet.spec import schemas
 from vfleet.spec.facts import FactsModel
 

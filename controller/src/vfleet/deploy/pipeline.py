@@ -434,7 +434,7 @@ def planning_facts(ctx: Context, command: str, allow_partial: bool) -> Path:
     out the hosts whose probe saw no GPU (the others' files are copied to facts-partial/)."""
     import shutil
 
-    from vfleet.probe.facts import load_facts_file
+    from vfleet.probe.normalize import load_facts_file
 
     facts = ctx.artifacts / "facts"
     failed: dict[Path, dict[str, Any]] = {

@@ -120,7 +120,7 @@ def cluster_from_dict(raw: Any) -> ClusterSpec:
 def load_cluster(path: Path, allow_partial: bool = False) -> ClusterSpec:
     """A cluster YAML file, or a directory of probe facts (artifacts/<env>/facts)."""
     if path.is_dir():
-        from vfleet.probe.facts import cluster_from_facts_dir  # probe parsing only when needed
+        from vfleet.probe.normalize import cluster_from_facts_dir  # probe parsing only when needed
 
         return cluster_from_facts_dir(path, allow_partial=allow_partial)
     if not path.exists():

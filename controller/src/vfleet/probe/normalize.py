@@ -1023,12 +1023,12 @@ def cluster_from_facts_dir(path: Path, allow_partial: bool = False) -> ClusterSp
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m vfleet.probe.facts DIR [--allow-partial]`: print the normalised facts and spec."""
+    """`python -m vfleet.probe.normalize DIR [--allow-partial]`: print the normalised facts and spec."""
     args = list(sys.argv[1:] if argv is None else argv)
     allow = "--allow-partial" in args
     paths = [a for a in args if a != "--allow-partial"]
     if len(paths) != 1:
-        print("usage: python -m vfleet.probe.facts FACTS_DIR [--allow-partial]", file=sys.stderr)
+        print("usage: python -m vfleet.probe.normalize FACTS_DIR [--allow-partial]", file=sys.stderr)
         return 2
     try:
         hosts = load_facts_dir(Path(paths[0]))
