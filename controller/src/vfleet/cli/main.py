@@ -323,10 +323,10 @@ def cmd_budget(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from vfleet.catalog.models import load_model
     from vfleet.catalog.releases import traits
-    from vfleet.plan.cluster import load_cluster
     from vfleet.plan.search import PlanInputs, parse_layout, plan
     from vfleet.plan.workload import load_workload
     from vfleet.present import plan_output
+    from vfleet.probe.load import load_cluster
 
     cluster = load_cluster(args.cluster, allow_partial=args.allow_partial_facts)
     version = traits(args.vllm_version or cluster.vllm_version)
@@ -375,7 +375,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from vfleet.catalog.flags import flag_set
-    from vfleet.plan.cluster import load_cluster
+    from vfleet.probe.load import load_cluster
     from vfleet.render.engines import RenderOptions, render, render_files
     from vfleet.render.write import check_out, write_render
     from vfleet.spec.files import Document

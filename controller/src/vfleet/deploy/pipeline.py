@@ -366,7 +366,7 @@ def _local_controller(ctx: Context) -> None:
 def check_probed_hardware(ctx: Context, facts: Path, allow_partial: bool) -> None:
     """The probed GPUs against the inventory's vfleet_gpu(s) and vfleet_expect_gpu(s_per_host):
     a host that lost a GPU is named before anything is planned around it."""
-    from vfleet.plan.cluster import load_cluster
+    from vfleet.probe.load import load_cluster
 
     hosts = envcheck.hosts_of(inventory_docs(ctx))
     cluster = load_cluster(facts, allow_partial=allow_partial)
@@ -575,9 +575,9 @@ def write_report(
     from vfleet.budget.params import Layout
     from vfleet.catalog.models import load_model
     from vfleet.catalog.releases import traits
-    from vfleet.plan.cluster import load_cluster
     from vfleet.present import report
     from vfleet.present.budget_report import parse_range, sweep
+    from vfleet.probe.load import load_cluster
 
     start = time.monotonic()
     cluster = load_cluster(facts or ctx.artifacts / "facts", allow_partial=allow_partial)
