@@ -230,9 +230,9 @@ def test_the_bundled_fit_meets_its_targets_on_the_development_set():
 def test_plan_and_estimate_agree_on_the_plans_own_operating_point(cluster, model):
     """The planner's steady state and the full scheduler replay price the same engine with
     the same step model: at the plan's knobs and the workload's concurrency they agree."""
-    from vfleet.plan.cluster import load_cluster
     from vfleet.plan.search import PlanInputs, plan
     from vfleet.plan.workload import PRESETS
+    from vfleet.probe.load import load_cluster
 
     spec, work = load_model(model), PRESETS["chat"]
     clus = load_cluster(REPO / "examples" / "clusters" / cluster)

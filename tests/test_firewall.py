@@ -12,7 +12,7 @@ from render_cases import CASES, TWO_H100_ETH, render_case, run_vfleet
 
 from vfleet.catalog.flags import flag_set
 from vfleet.errors import UserError
-from vfleet.plan.cluster import load_cluster
+from vfleet.probe.load import load_cluster
 from vfleet.render.engines import (
     EngineOnHost,
     Flag,

@@ -6,9 +6,9 @@ import pytest
 
 from vfleet.catalog.models import load_model
 from vfleet.catalog.releases import traits
-from vfleet.plan.cluster import load_cluster
 from vfleet.plan.search import PlanInputs, plan
 from vfleet.plan.workload import load_workload
+from vfleet.probe.load import load_cluster
 
 CLUSTERS = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 

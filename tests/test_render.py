@@ -9,7 +9,7 @@ import pytest
 from render_cases import CASES, GOLDEN, ONE_H100_X4, TWO_H100_ETH, render_case, run_vfleet
 
 from vfleet.catalog.flags import flag_set
-from vfleet.plan.cluster import load_cluster
+from vfleet.probe.load import load_cluster
 from vfleet.render.engines import RenderOptions, render, render_files
 
 

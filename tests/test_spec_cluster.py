@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from vfleet.cli.main import main
 from vfleet.errors import UserError
-from vfleet.plan.cluster import ClusterSpec, cluster_from_dict, load_cluster
+from vfleet.plan.cluster import ClusterSpec, cluster_from_dict
+from vfleet.probe.load import load_cluster
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = "gpus_per_node: 8\ngpu: H100-SXM-80GB\nintra_node: {link: nvswitch, busbw_GBps: 450}\n"
@@ -186,11 +187,11 @@ def test_a_dict_without_a_file_names_the_spec():
 
 
 def test_a_directory_still_reads_probe_facts(tmp_path, monkeypatch):
-    import vfleet.probe.facts
+    import vfleet.probe.load
 
     seen = []
     monkeypatch.setattr(
-        vfleet.probe.facts,
+        vfleet.probe.load,
         "cluster_from_facts_dir",
         lambda p, allow_partial: seen.append(p) or "facts",
     )

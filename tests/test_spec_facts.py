@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from test_facts import GB200, H100, H200, L40S, raw_probe, with_bandwidth
 
 from vfleet.errors import UserError
-from vfleet.probe import facts
+from vfleet.probe import host, normalize, to_cluster
 from vfleet.spec import schemas
 from vfleet.spec.facts import FactsModel
 
@@ -26,13 +26,13 @@ FIXTURES = (H200, H100, L40S, GB200)
 
 
 def _normalised(fixture: str) -> dict[str, Any]:
-    return facts.normalize(with_bandwidth(raw_probe(fixture), intra=21.5, inter=12.0))
+    return normalize.normalize(with_bandwidth(raw_probe(fixture), intra=21.5, inter=12.0))
 
 
 def _load(tmp_path: Path, data: Any, name: str = "gpu-01.json") -> dict[str, Any]:
     path = tmp_path / name
     path.write_text(json.dumps(data))
-    return facts.load_facts_file(path)
+    return normalize.load_facts_file(path)
 
 
 def _refused(tmp_path: Path, data: Any) -> str:
@@ -68,13 +68,13 @@ def test_a_minimal_hand_written_file(tmp_path):
     doc = {"schema": "vfleet.facts/1", "gpu_name": "NVIDIA H200", "gpu_count": 1}
     loaded = _load(tmp_path, doc, "gpu-07.json")
     assert loaded["host"] == "gpu-07"  # from the file name
-    spec = facts.cluster_from_facts([loaded])
+    spec = to_cluster.cluster_from_facts([loaded])
     assert spec.nodes[0].name == "gpu-07" and spec.gpu.name == "H200-SXM-141GB"
 
 
 def test_parser_keeps_only_flags_the_model_accepts():
     text = "  --max-model-len MAX\n  --Weird.Flag X\n  --ok_not Y\n  --kv-cache-dtype Z\n"
-    assert facts.parse_vllm_flags(text) == ["--kv-cache-dtype", "--max-model-len"]
+    assert host.parse_vllm_flags(text) == ["--kv-cache-dtype", "--max-model-len"]
 
 
 # ------------------------------------------------------------- what is refused
@@ -109,7 +109,7 @@ MALFORMED = [
     (_set(("topology", "intra_link"), "nvswich"), "topology.intra_link: Input should be"),
     (_set(("topology", "matrix", "GPU99"), {}), "topology.matrix.GPU99: must be a GPU column"),
     (_set(("bandwidth", "iperf3_Gbps"), {"a b": 1.0}), "bandwidth.iperf3_Gbps.a b: must be an IP"),
-    (_set(("schema",), "vfleet.probe.facts/2"), "schema is 'vfleet.probe.facts/2'"),
+    (_set(("schema",), "vfleet.facts/2"), "schema is 'vfleet.facts/2'"),
 ]
 
 
@@ -134,14 +134,14 @@ def test_not_an_object_and_no_schema(tmp_path):
 def test_infinity_from_the_probe_is_refused_in_normalize():
     raw = with_bandwidth(raw_probe(H100), intra=math.inf)
     with pytest.raises(UserError) as err:
-        facts.normalize(raw, source="h100.json")
+        normalize.normalize(raw, source="h100.json")
     assert str(err.value).startswith("h100.json (from the probe output): bandwidth.intra_")
     assert "finite" in str(err.value)
 
 
 def test_a_probe_host_name_that_is_not_a_label_is_refused():
     with pytest.raises(UserError, match=r"x\.json \(from the probe output\): host: must be"):
-        facts.normalize(raw_probe(H200, host="../etc"), source="x.json")
+        normalize.normalize(raw_probe(H200, host="../etc"), source="x.json")
 
 
 # ------------------------------------------------------------- the generated JSON Schema
@@ -214,9 +214,9 @@ def test_mutated_facts_are_a_user_error_line_or_usable(tmp_path_factory, doc):
     path = tmp_path_factory.getbasetemp() / "mutated-host.json"
     path.write_text(json.dumps(doc))  # NaN and Infinity go out as JSON's non-standard words
     try:
-        loaded = facts.load_facts_file(path)
+        loaded = normalize.load_facts_file(path)
         # Accepted facts must be usable: the cluster build refuses in a line, never crashes.
-        facts.cluster_from_facts([loaded], allow_partial=True)
+        to_cluster.cluster_from_facts([loaded], allow_partial=True)
     except UserError as exc:
         assert "\n" not in str(exc) and str(exc).strip()
 
@@ -233,6 +233,6 @@ def test_a_probe_capture_of_the_wrong_shape_is_one_line(tmp_path, raw):
     path = tmp_path / "h1.json"
     path.write_text(json.dumps({"schema": "vfleet.probe/1", **raw}))
     with pytest.raises(UserError) as err:
-        facts.load_facts_file(path)
+        normalize.load_facts_file(path)
     message = str(err.value)
     assert "\n" not in message and message.startswith(str(path)), message

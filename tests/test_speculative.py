@@ -18,7 +18,7 @@ from vfleet.catalog.models import MODELS_DIR, load_model
 from vfleet.catalog.releases import parse_version, traits
 from vfleet.cli import main as cli
 from vfleet.errors import UserError
-from vfleet.plan.cluster import load_cluster
+from vfleet.probe.load import load_cluster
 from vfleet.render.engines import RenderOptions, render, render_files
 
 V3 = "deepseek-ai/DeepSeek-V3"

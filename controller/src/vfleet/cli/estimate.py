@@ -104,9 +104,9 @@ def _check(args: argparse.Namespace, spec) -> None:
 def run(args: argparse.Namespace) -> int:
     from vfleet.catalog.models import load_model
     from vfleet.catalog.releases import traits
-    from vfleet.plan.cluster import load_cluster
     from vfleet.plan.estimate import EstimateRequest, estimate
     from vfleet.plan.search import parse_layout
+    from vfleet.probe.load import load_cluster
 
     cluster = load_cluster(args.cluster)
     spec = load_model(args.model)

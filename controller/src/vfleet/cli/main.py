@@ -335,11 +335,11 @@ def cmd_budget(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from vfleet.catalog.models import load_model
     from vfleet.catalog.releases import traits
-    from vfleet.plan.cluster import load_cluster
     from vfleet.plan.make import PlanRequest, make_plan
     from vfleet.plan.search import parse_layout
     from vfleet.plan.workload import load_workload
     from vfleet.present.plan_table import table
+    from vfleet.probe.load import load_cluster
 
     cluster = load_cluster(args.cluster, allow_partial=args.allow_partial_facts)
     spec = load_model(args.model)
@@ -379,7 +379,7 @@ def write_json(path: Path, doc: dict[str, Any], what: str) -> None:
 
 def cmd_render(args: argparse.Namespace) -> int:
     from vfleet.catalog.flags import flag_set
-    from vfleet.plan.cluster import load_cluster
+    from vfleet.probe.load import load_cluster
     from vfleet.render.request import render_into, render_options
     from vfleet.render.write import check_out
     from vfleet.spec.plan import load_plan

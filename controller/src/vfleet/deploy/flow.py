@@ -20,7 +20,7 @@ from vfleet.plan.cluster import ClusterSpec
 from vfleet.plan.make import PlanRequest, PlanResult, make_plan
 from vfleet.plan.search import Pinned
 from vfleet.plan.workload import load_workload
-from vfleet.probe.facts import cluster_from_facts, load_facts_dir
+from vfleet.probe.to_cluster import cluster_from_facts, load_facts_dir
 from vfleet.render.engines import Rendered
 from vfleet.render.request import render_into, render_options
 

@@ -1,5 +1,5 @@
 """The cluster spec: nodes, GPUs and the links between them, written by hand or normalised
-from probe facts. The minimal hand-written form:
+from probe facts (vfleet.probe.to_cluster builds it from those). The minimal hand-written form:
 
     nodes: 2                  # 1-4096
     gpus_per_node: 8          # 1-72
@@ -117,12 +117,9 @@ def cluster_from_dict(raw: Any) -> ClusterSpec:
     return _build(checked_from_dict(raw))
 
 
-def load_cluster(path: Path, allow_partial: bool = False) -> ClusterSpec:
-    """A cluster YAML file, or a directory of probe facts (artifacts/<env>/facts)."""
-    if path.is_dir():
-        from vfleet.probe.facts import cluster_from_facts_dir  # probe parsing only when needed
-
-        return cluster_from_facts_dir(path, allow_partial=allow_partial)
+def load_cluster_file(path: Path) -> ClusterSpec:
+    """A cluster YAML file. A directory of probe facts is read by vfleet.probe (its
+    load.load_cluster takes either), so the plan never imports the probe."""
     if not path.exists():
         raise UserError(f"no cluster spec at {path}: pass a YAML file or a facts directory")
     return _build(check_cluster(load_yaml(path, "cluster spec")))

@@ -1,1 +1,4 @@
-"""Probe facts: the probe role's captured outputs read into typed host facts and a cluster."""
+"""The probe's side of the controller: the topology probe's captured tool outputs parsed
+(gpu_tools, network, host), normalised into per-host facts (normalize), and turned into the
+ClusterSpec the planner consumes (to_cluster); load.load_cluster picks facts or a YAML spec.
+"""

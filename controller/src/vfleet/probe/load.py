@@ -1,0 +1,19 @@
+"""Where the planner's cluster comes from: a directory of probe facts or a hand-written
+cluster YAML file. The choice lives here, not in vfleet.plan, so the plan only consumes a
+ClusterSpec and never imports the probe.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vfleet.plan.cluster import ClusterSpec, load_cluster_file
+from vfleet.probe.to_cluster import cluster_from_facts_dir
+
+
+def load_cluster(path: Path, allow_partial: bool = False) -> ClusterSpec:
+    """A cluster YAML file, or a directory of probe facts (artifacts/<env>/facts);
+    `allow_partial` applies to facts only (see vfleet.probe.to_cluster)."""
+    if path.is_dir():
+        return cluster_from_facts_dir(path, allow_partial=allow_partial)
+    return load_cluster_file(path)
