@@ -1,5 +1,5 @@
 """Normalised probe facts (schema `vfleet.facts/1`): one JSON object per GPU host, as
-`vfleet.probe.normalize.normalize` writes it from the probe's raw output, or as an operator writes it
+`vfleet.probe.normalize` writes it from the probe's raw output, or as an operator writes it
 by hand. The field docstrings below are the schema; `python -m vfleet.spec.facts` writes the
 JSON Schema generated from them to vfleet/schemas/facts.schema.json.
 
