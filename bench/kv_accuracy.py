@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from support.kvcases import configs_by_case_model, to_run, usable
 
-from vfleet.budget import compute
+from vfleet.budget.compute import compute
 
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "kv_cases"
 

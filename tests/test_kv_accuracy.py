@@ -6,7 +6,7 @@ from pathlib import Path
 
 from support.kvcases import configs_by_case_model, to_run, usable
 
-from vfleet.budget import compute
+from vfleet.budget.compute import compute
 
 CASES = Path(__file__).parent / "data" / "kv_cases"
 
