@@ -10,7 +10,8 @@ from render_cases import CASES, GOLDEN, ONE_H100_X4, TWO_H100_ETH, render_case, 
 
 from vfleet.catalog.flags import flag_set
 from vfleet.plan.cluster import load_cluster
-from vfleet.render.engines import RenderOptions, render, render_files
+from vfleet.render.engines import RenderOptions, render
+from vfleet.render.files import render_files
 
 
 def _tree(root: Path) -> dict[str, str]:

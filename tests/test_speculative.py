@@ -19,7 +19,8 @@ from vfleet.catalog.models import MODELS_DIR, load_model
 from vfleet.catalog.releases import parse_version, traits
 from vfleet.errors import UserError
 from vfleet.plan.cluster import load_cluster
-from vfleet.render.engines import RenderOptions, render, render_files
+from vfleet.render.engines import RenderOptions, render
+from vfleet.render.files import render_files
 
 V3 = "deepseek-ai/DeepSeek-V3"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"

@@ -376,7 +376,8 @@ def cmd_render(args: argparse.Namespace) -> int:
 
     from vfleet.catalog.flags import flag_set
     from vfleet.plan.cluster import load_cluster
-    from vfleet.render.engines import RenderOptions, render, render_files
+    from vfleet.render.engines import RenderOptions, render
+    from vfleet.render.files import render_files
     from vfleet.render.write import check_out, write_render
     from vfleet.spec.files import Document
     from vfleet.spec.render import RenderArgs
