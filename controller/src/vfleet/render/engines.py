@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from vfleet.catalog.flags import FlagSet
+from vfleet.catalog.releases import parse_version
 from vfleet.plan.cluster import ClusterSpec
 from vfleet.render.checks import check_addresses, check_names, check_plan_matches_cluster
 from vfleet.render.env import vfleet_env_names
@@ -91,8 +92,17 @@ def render(
     check_env(opts.extra_env, vfleet_env_names())
     nodes = {n.name: n for n in cluster.nodes}
     hosts = {h["host"]: HostRender(h["host"], nodes[h["host"]].address, []) for h in plan["hosts"]}
+    version = plan.get("vllm_version") or flags.version
     run = Run(
-        plan, cluster, opts, flags, plan.get("vllm_version") or flags.version, PortBook(hosts, opts)
+        plan=plan,
+        cluster=cluster,
+        opts=opts,
+        flags=flags,
+        nodes=nodes,
+        version=version,
+        release=parse_version(version),
+        dp=int(plan.get("data_parallel_size", 1)),
+        ports=PortBook(hosts, opts),
     )
     endpoints: list[dict[str, Any]] = []
     modes: dict[str, str] = {}

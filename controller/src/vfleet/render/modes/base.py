@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from vfleet.catalog.flags import FlagSet
-from vfleet.catalog.releases import parse_version
 from vfleet.plan.cluster import ClusterSpec, Node
 from vfleet.render.env import ALL2ALL_ENV, engine_env
 from vfleet.render.flags import FlagCollector, common_flags
@@ -33,20 +32,11 @@ class Run:
     cluster: ClusterSpec
     opts: RenderOptions
     flags: FlagSet
+    nodes: dict[str, Node]
     version: str  # the plan's vLLM release, else the flag set's
+    release: tuple[int, int, int]  # `version`, parsed
+    dp: int  # the plan's data-parallel size
     ports: PortBook
-
-    @property
-    def nodes(self) -> dict[str, Node]:
-        return {n.name: n for n in self.cluster.nodes}
-
-    @property
-    def release(self) -> tuple[int, int, int]:
-        return parse_version(self.version)
-
-    @property
-    def dp(self) -> int:
-        return int(self.plan.get("data_parallel_size", 1))
 
 
 @dataclass(frozen=True)
