@@ -13,17 +13,10 @@ from render_cases import CASES, TWO_H100_ETH, render_case, run_vfleet
 from vfleet.catalog.flags import flag_set
 from vfleet.errors import UserError
 from vfleet.probe.load import load_cluster
-from vfleet.render.engines import (
-    EngineOnHost,
-    Flag,
-    HostRender,
-    RayPorts,
-    Rendered,
-    RenderOptions,
-    render,
-    render_files,
-)
+from vfleet.render.engines import render
+from vfleet.render.files import render_files
 from vfleet.render.firewall import EPHEMERAL, exposure
+from vfleet.render.types import EngineOnHost, HostRender, RayPorts, Rendered, RenderOptions
 
 OPTS = RenderOptions(model_path="/srv/models/m", served_model_name="m")
 
@@ -40,8 +33,12 @@ def _ports(host: dict[str, Any]) -> list[str]:
     return [p["ports"] for p in host["cluster"]]
 
 
-def _engine(id_: str, role: str, mode: str, port: int | None, *flags: Flag) -> EngineOnHost:
-    return EngineOnHost(id=id_, replica=id_[-1], role=role, mode=mode, flags=list(flags), port=port)
+def _engine(
+    id_: str, role: str, mode: str, port: int | None, master_port: int | None = None
+) -> EngineOnHost:
+    return EngineOnHost(
+        id=id_, replica=id_[-1], role=role, mode=mode, port=port, master_port=master_port
+    )
 
 
 def _endpoint(engine: str, *hosts: str) -> dict[str, Any]:
@@ -87,7 +84,7 @@ def test_an_mp_engine_opens_its_store_on_the_head_and_the_ephemeral_range_both_w
             HostRender(
                 "a",
                 "10.0.0.1",
-                [_engine("engine-0", "head", "mp", 8000, Flag("--master-port", "29501"))],
+                [_engine("engine-0", "head", "mp", 8000, master_port=29501)],
             ),
             HostRender("b", "10.0.0.2", [_engine("engine-0", "follower", "mp", None)]),
             HostRender("c", "10.0.0.3", [_engine("engine-1", "single", "single", 8000)]),

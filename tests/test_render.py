@@ -10,7 +10,9 @@ from render_cases import CASES, GOLDEN, ONE_H100_X4, TWO_H100_ETH, render_case, 
 
 from vfleet.catalog.flags import flag_set
 from vfleet.probe.load import load_cluster
-from vfleet.render.engines import RenderOptions, render, render_files
+from vfleet.render.engines import render
+from vfleet.render.files import render_files
+from vfleet.render.types import RenderOptions
 
 
 def _tree(root: Path) -> dict[str, str]:

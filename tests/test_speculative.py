@@ -19,7 +19,9 @@ from vfleet.catalog.releases import parse_version, traits
 from vfleet.cli import main as cli
 from vfleet.errors import UserError
 from vfleet.probe.load import load_cluster
-from vfleet.render.engines import RenderOptions, render, render_files
+from vfleet.render.engines import render
+from vfleet.render.files import render_files
+from vfleet.render.types import RenderOptions
 
 V3 = "deepseek-ai/DeepSeek-V3"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"

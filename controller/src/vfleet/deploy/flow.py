@@ -21,8 +21,8 @@ from vfleet.plan.make import PlanRequest, PlanResult, make_plan
 from vfleet.plan.search import Pinned
 from vfleet.plan.workload import load_workload
 from vfleet.probe.to_cluster import cluster_from_facts, load_facts_dir
-from vfleet.render.engines import Rendered
 from vfleet.render.request import render_into, render_options
+from vfleet.render.types import Rendered
 
 HOST_API_KEY_FILE = "/etc/vfleet/secrets/api-key"  # vllm_launch_api_key_file's default
 

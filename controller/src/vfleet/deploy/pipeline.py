@@ -23,7 +23,7 @@ from vfleet.deploy.commands import PhaseFailed, playbook
 from vfleet.deploy.context import Context, check_hosts, load_context
 from vfleet.errors import UserError
 from vfleet.plan.make import PlanResult
-from vfleet.render.engines import Rendered
+from vfleet.render.types import Rendered
 
 CACHE = Path(os.environ.get("VFLEET_CACHE", "/var/cache/vfleet"))
 TESTBED_NAME = "local"  # terraform/envs/local's testbed_name default

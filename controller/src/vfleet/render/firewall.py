@@ -29,10 +29,11 @@ Engines on one host (mode single) need no intra-cluster port at all.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from vfleet.render.engines import EngineOnHost, Rendered, RenderOptions
+# The render's types only: the engine render never imports this module, and
+# vfleet.render.files composes the two.
+from vfleet.render.types import EngineOnHost, Rendered, RenderOptions
 
 FORMAT = 1
 EPHEMERAL = "ephemeral"  # the host's net.ipv4.ip_local_port_range
@@ -47,39 +48,14 @@ def _cluster_ports(engine: EngineOnHost, opts: RenderOptions) -> list[dict[str, 
     """Intra-cluster ports this host listens on for one engine that spans hosts."""
     out: list[dict[str, str]] = []
     head = engine.role in ("head", "ray-head")
-    if engine.mode == "mp" and head:
-        port = next(int(f.value or 0) for f in engine.flags if f.name == "--master-port")
-        out.append(_port(engine.id, port, "torch.distributed store (--master-port)"))
-    if engine.mode == "dp" and head:
-        port = next(int(f.value or 0) for f in engine.flags if f.name == "--data-parallel-rpc-port")
-        out.append(_port(engine.id, port, "DP handshake (--data-parallel-rpc-port)"))
+    if engine.mode == "mp" and head and engine.master_port is not None:
+        out.append(_port(engine.id, engine.master_port, "torch.distributed store (--master-port)"))
+    if engine.mode == "dp" and head and engine.dp_rpc_port is not None:
+        out.append(_port(engine.id, engine.dp_rpc_port, "DP handshake (--data-parallel-rpc-port)"))
     if engine.mode == "ray":
-        ray = opts.ray_ports
         if head:
             out.append(_port(engine.id, opts.ray_port, "Ray GCS (ray start --port)"))
-        out += [
-            _port(engine.id, ray.node_manager, "Ray raylet (--node-manager-port)"),
-            _port(engine.id, ray.object_manager, "Ray object manager (--object-manager-port)"),
-            _port(
-                engine.id, ray.runtime_env_agent, "Ray runtime env agent (--runtime-env-agent-port)"
-            ),
-            _port(
-                engine.id,
-                ray.dashboard_agent_grpc,
-                "Ray dashboard/metrics agent gRPC (--dashboard-agent-grpc-port)",
-            ),
-            _port(engine.id, ray.metrics_export, "Ray metrics (--metrics-export-port)"),
-            _port(
-                engine.id,
-                ray.dashboard_agent_listen,
-                "Ray dashboard agent HTTP (--dashboard-agent-listen-port)",
-            ),
-            _port(
-                engine.id,
-                (ray.min_worker, ray.max_worker),
-                "Ray workers (--min-worker-port/--max-worker-port)",
-            ),
-        ]
+        out += _ray_ports(engine, opts)
     out.append(
         _port(
             engine.id,
@@ -88,6 +64,32 @@ def _cluster_ports(engine: EngineOnHost, opts: RenderOptions) -> list[dict[str, 
         )
     )
     return out
+
+
+def _ray_ports(engine: EngineOnHost, opts: RenderOptions) -> list[dict[str, str]]:
+    """The ports every Ray node listens on, as the rendered unit pins them."""
+    ray = opts.ray_ports
+    return [
+        _port(engine.id, ray.node_manager, "Ray raylet (--node-manager-port)"),
+        _port(engine.id, ray.object_manager, "Ray object manager (--object-manager-port)"),
+        _port(engine.id, ray.runtime_env_agent, "Ray runtime env agent (--runtime-env-agent-port)"),
+        _port(
+            engine.id,
+            ray.dashboard_agent_grpc,
+            "Ray dashboard/metrics agent gRPC (--dashboard-agent-grpc-port)",
+        ),
+        _port(engine.id, ray.metrics_export, "Ray metrics (--metrics-export-port)"),
+        _port(
+            engine.id,
+            ray.dashboard_agent_listen,
+            "Ray dashboard agent HTTP (--dashboard-agent-listen-port)",
+        ),
+        _port(
+            engine.id,
+            (ray.min_worker, ray.max_worker),
+            "Ray workers (--min-worker-port/--max-worker-port)",
+        ),
+    ]
 
 
 def exposure(rendered: Rendered, opts: RenderOptions) -> dict[str, Any]:

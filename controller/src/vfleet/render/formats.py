@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from vfleet.errors import UserError
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Characters every format takes bare (shlex's own safe set, without quoting).
@@ -114,7 +118,7 @@ def env_value(value: Any) -> EnvFile:
     return EnvFile('"' + re.sub(r'(["\\`$])', r"\\\1", text) + '"')
 
 
-def _finalize(kind: type[str], numbers: bool):
+def _finalize(kind: type[str], numbers: bool) -> Callable[[Any], Any]:
     def finalize(value: Any) -> Any:
         if isinstance(value, kind):
             return value
@@ -129,7 +133,7 @@ def _finalize(kind: type[str], numbers: bool):
     return finalize
 
 
-def environments() -> dict[str, Any]:
+def environments() -> dict[str, Environment]:
     """Template suffix -> the Jinja2 environment that renders it."""
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
