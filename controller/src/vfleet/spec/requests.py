@@ -20,7 +20,7 @@ from vfleet.spec import flags
 from vfleet.spec.base import StrictModel
 
 # Kept equal to vfleet.budget.speculative.METHODS and MAX_TOKENS (cli/budget.py checks):
-# importing that module here would load the budget code for every command's parser.
+# spec/ sits below budget/ and does not import it.
 SpeculativeMethod = Literal["mtp", "eagle", "eagle3", "ngram"]
 MAX_SPECULATIVE_TOKENS = 16
 
@@ -97,14 +97,14 @@ class BudgetFlags(SpeculativeFlags):
     dcp: Parallel = 1
     """decode context parallel size"""
     gpu_memory_utilization: Fraction | None = None
-    """the share of each GPU's memory vLLM may use (default: the release's, 0.9)"""
+    """the share of each GPU's memory vLLM may use (default: the release's own)"""
     max_model_len: Tokens | None = None
     """tokens per sequence; past the model's window only with
     VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, as vLLM itself"""
     max_num_batched_tokens: Tokens | None = None
-    """tokens one scheduler step may hold (default: the release's)"""
+    """tokens one scheduler step may hold"""
     max_num_seqs: Seqs | None = None
-    """sequences one engine runs at once (default: the release's)"""
+    """sequences one engine runs at once (default: the release's own)"""
     kv_cache_dtype: KvDtype = "auto"
     """KV cache dtype"""
     kv_cache_memory_bytes: KvBytes | None = None
@@ -143,7 +143,7 @@ class PlanFlags(SpeculativeFlags):
     vllm_version: str | None = None
     """target vLLM release (default: the probed one, else 0.33.0)"""
     gpu_memory_utilization: Fraction | None = None
-    """the share of each GPU's memory vLLM may use (default: the release's, 0.9)"""
+    """the share of each GPU's memory vLLM may use (default: the release's own)"""
     kv_cache_dtype: KvDtype | None = None
     """override the planner's choice (auto|fp8)"""
     layout: str | None = None
