@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from vfleet.cli import doctor as cli_doctor
 from vfleet.cli import main as cli
 from vfleet.errors import UserError
 from vfleet.observe.doctor import (
@@ -98,7 +99,7 @@ def test_logs_without_evidence_never_say_healthy(tmp_path, capsys):
 
 def test_endpoints_file_is_read_and_checked(tmp_path, monkeypatch, capsys):
     seen = []
-    monkeypatch.setattr(cli, "_fetch_metrics", lambda url: seen.append(url) or GOOD)
+    monkeypatch.setattr(cli_doctor, "_fetch_metrics", lambda url: seen.append(url) or GOOD)
     doc = {
         "model": "m",
         "endpoints": [

@@ -24,6 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vfleet.cli import main as cli
+from vfleet.cli.main import COMMANDS
+from vfleet.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -423,7 +425,7 @@ def test_host_commands_refuse_a_bad_env_before_touching_anything(command, env):
 
 def test_internal_error_is_one_line_and_exit_70(monkeypatch, capsys):
     """The last resort: an unexpected exception is one line naming it, exit 70."""
-    monkeypatch.setitem(cli.COMMANDS, "models", lambda _args: {}["boom\nline"])
+    monkeypatch.setitem(COMMANDS, "models", lambda _args: {}["boom\nline"])
     monkeypatch.delenv("VFLEET_DEBUG", raising=False)
     assert cli.main(["models"]) == 70
     err = capsys.readouterr().err
@@ -437,8 +439,8 @@ def test_internal_error_is_one_line_and_exit_70(monkeypatch, capsys):
 
 def test_a_user_error_quoting_a_newline_stays_one_line(monkeypatch, capsys):
     def refuse(_args):
-        raise cli.UserError("unknown model 'a\nb'\n")
+        raise UserError("unknown model 'a\nb'\n")
 
-    monkeypatch.setitem(cli.COMMANDS, "models", refuse)
+    monkeypatch.setitem(COMMANDS, "models", refuse)
     assert cli.main(["models"]) == 2
     assert capsys.readouterr().err == "vfleet: error: unknown model 'a\\nb'\n"

@@ -1,5 +1,7 @@
-"""`python -m vfleet.cli`: the same as the `vfleet` command."""
+"""`python -m vfleet.cli`, the same as the `vfleet` console script."""
+
+import sys
 
 from vfleet.cli.main import main
 
-raise SystemExit(main())
+sys.exit(main())

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from typing import TYPE_CHECKING, Any
 
 from vfleet.budget import speculative
 from vfleet.errors import UserError
 from vfleet.spec import flags
+
+if TYPE_CHECKING:
+    from vfleet.catalog.modelspec import ModelSpec
 
 _TOKENS = flags.count(1, flags.MAX_TOKENS, "a token count")
 _REQUESTS = flags.count(1, flags.MAX_REQUESTS)
@@ -22,12 +26,8 @@ EXAMPLE = (
 )
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "estimate",
-        help="predict throughput and latency of one layout at one operating point",
-        epilog=EXAMPLE,
-    )
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.epilog = EXAMPLE
     p.add_argument("--cluster", required=True, type=flags.path, help="cluster YAML or probe facts")
     p.add_argument("--model", required=True, help="catalog id, model folder or config.json")
     p.add_argument("--layout", required=True, help="e.g. 'TP8', 'TP1 DP8 EP', 'TP8 PP2'")
@@ -78,7 +78,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _check(args: argparse.Namespace, spec) -> None:
+def _check(args: argparse.Namespace, spec: ModelSpec) -> None:
     """Rules between flags (each flag's own range is its argparse type's)."""
     flags.check_scheduler(args, spec)
     # The estimate replays every request step by step (~2 us per decoded token, ~20 us per
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def render_text(r: dict) -> str:
+def render_text(r: dict[str, Any]) -> str:
     w, s = r["workload"], r["scheduler"]
     c = w["concurrency"] or "all at once"
     lines = [

@@ -1,0 +1,128 @@
+"""`vfleet budget`: vLLM's KV cache per GPU for one model, GPU and layout.
+
+Its flags are generated from vfleet.spec.requests.BudgetFlags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any, get_args
+
+from vfleet.budget import speculative
+from vfleet.cli.from_model import add_arguments, from_namespace
+from vfleet.errors import UserError
+from vfleet.spec import flags
+from vfleet.spec.requests import MAX_SPECULATIVE_TOKENS, BudgetFlags, SpeculativeMethod
+
+if TYPE_CHECKING:
+    from vfleet.budget.compute import Budget, BudgetRequest
+
+# spec.requests spells the methods out for its Literal: they must stay the budget's own.
+assert get_args(SpeculativeMethod) == speculative.METHODS
+assert speculative.MAX_TOKENS == MAX_SPECULATIVE_TOKENS
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    add_arguments(p, BudgetFlags)
+
+
+def _request(a: BudgetFlags) -> BudgetRequest:
+    from vfleet.budget.compute import BudgetRequest
+    from vfleet.budget.params import Layout
+    from vfleet.catalog.gpus import resolve_gpu
+    from vfleet.catalog.models import load_model
+    from vfleet.catalog.releases import traits
+
+    gpu = resolve_gpu(a.gpu)
+    if a.gpu_memory_gib:
+        gpu = gpu.with_memory_gib(a.gpu_memory_gib)
+    spec = load_model(a.model)
+    flags.check_scheduler(argparse.Namespace(**a.model_dump()), spec)
+    return BudgetRequest(
+        spec=spec,
+        gpu=gpu,
+        traits=traits(a.vllm_version),
+        layout=Layout(
+            tp=a.tp, pp=a.pp, dp=a.dp, enable_expert_parallel=a.enable_expert_parallel, dcp=a.dcp
+        ),
+        gpu_memory_utilization=a.gpu_memory_utilization,
+        max_model_len=a.max_model_len,
+        max_num_batched_tokens=a.max_num_batched_tokens,
+        max_num_seqs=a.max_num_seqs,
+        kv_cache_dtype=a.kv_cache_dtype,
+        dtype=a.dtype,
+        quantization=a.quantization,
+        block_size=a.block_size,
+        enforce_eager=a.enforce_eager,
+        kv_cache_memory_bytes=a.kv_cache_memory_bytes,
+        cpu_offload_gb=a.cpu_offload_gb,
+        mean_context_len=a.mean_context_len,
+        speculative=speculative.from_args(
+            a.speculative_method, a.num_speculative_tokens, a.draft_model, spec
+        ),
+    )
+
+
+def _does_not_fit(req: BudgetRequest, budget: Budget) -> UserError:
+    from vfleet.budget.compute import smallest_fitting_layout
+
+    need = sum(s.weights_bytes for s in budget.stages) * budget.tensor_parallel_size / (1 << 30)
+    better = smallest_fitting_layout(req)
+    hint = (
+        f"the smallest layout that fits is TP{better.tensor_parallel_size} "
+        f"PP{better.pipeline_parallel_size}"
+        if better
+        else "no layout up to 64 GPUs fits: use a quantized checkpoint (e.g. FP8) or bigger GPUs"
+    )
+    return UserError(
+        f"{budget.model} does not fit: weights need {need:.1f} GiB across "
+        f"TP{budget.tensor_parallel_size} PP{budget.pipeline_parallel_size}, each "
+        f"{budget.gpu} gives {budget.requested_gib:.1f} GiB at utilization "
+        f"{budget.gpu_memory_utilization} and one {budget.max_model_len}-token request needs "
+        f"more KV than is left; {hint} (or lower --max-model-len)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from vfleet.budget.compute import compute, fits
+    from vfleet.present import budget_report
+
+    a = from_namespace(BudgetFlags, args)
+    req = _request(a)
+    result = compute(req)
+    if not fits(result):
+        raise _does_not_fit(req, result)
+    points = None
+    if a.sweep_gpu_memory_utilization or a.plot:
+        # flags.sweep parsed and bounded the range; the default is the usual 0.6..0.95.
+        utils = a.sweep_gpu_memory_utilization or flags.sweep("0.6:0.95:0.05")
+        points = budget_report.sweep(req, utils)
+        if a.plot:
+            try:
+                budget_report.plot_sweep(points, a.plot)
+            except OSError as exc:
+                raise UserError(
+                    f"cannot write the plot to {a.plot}: {exc.strerror or exc}"
+                ) from None
+    if a.as_json:
+        out: dict[str, Any] = result.to_json()
+        if points:
+            out["sweep"] = [
+                {
+                    "gpu_memory_utilization": p.gpu_memory_utilization,
+                    "available_kv_gib": p.available_kv_gib,
+                    "kv_tokens": p.kv_tokens,
+                    "max_concurrency": p.max_concurrency,
+                }
+                for p in points
+            ]
+        print(json.dumps(out, indent=2))
+        return 0
+    print(budget_report.worked_table(result))
+    if points:
+        print("\nConcurrency ceiling by gpu-memory-utilization:")
+        print(budget_report.sweep_table(points))
+    if a.plot:
+        print(f"\nplot written to {a.plot}")
+    return 0
