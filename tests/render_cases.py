@@ -7,13 +7,12 @@ renders it with fixed options, so the output is byte-stable.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cli_run import Result, vfleet
+
 REPO = Path(__file__).resolve().parent.parent
-VFLEET = Path(sys.executable).parent / "vfleet"
 GOLDEN = REPO / "tests" / "data" / "render"
 
 
@@ -88,10 +87,8 @@ CASES = [
 ]
 
 
-def run_vfleet(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VFLEET), *args], capture_output=True, text=True, timeout=120, check=False
-    )
+def run_vfleet(*args: str) -> Result:
+    return vfleet(*args)
 
 
 def render_case(case: RenderCase, work: Path) -> Path:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_run import vfleet
 
 from vfleet.deploy import context, envcheck, pipeline
 from vfleet.errors import UserError
@@ -44,13 +45,7 @@ def _edit_yaml(path: Path, change) -> None:
 def _validate(inventory: Path, env: str = "prod", **env_vars: str):
     environ = {k: v for k, v in os.environ.items() if k != "ANSIBLE_VAULT_PASSWORD_FILE"}
     environ.update(env_vars)
-    return subprocess.run(
-        [*VFLEET, "validate", "--env", env, "--inventory", str(inventory)],
-        capture_output=True,
-        text=True,
-        env=environ,
-        check=False,
-    )
+    return vfleet("validate", "--env", env, "--inventory", str(inventory), env=environ)
 
 
 def _refused(out: subprocess.CompletedProcess, needle: str) -> None:

@@ -2,12 +2,12 @@
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_run import Result, vfleet
 
 VFLEET = Path(sys.executable).parent / "vfleet"
 JSON_KEYS = {
@@ -23,14 +23,8 @@ JSON_KEYS = {
 }
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VFLEET), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "MPLBACKEND": "Agg"},
-    )
+def run(*args: str) -> Result:
+    return vfleet(*args, env={**os.environ, "MPLBACKEND": "Agg"})
 
 
 def test_json_output_has_the_documented_keys():
@@ -159,3 +153,12 @@ def test_budget_answers_quickly():
     assert out.returncode == 0
     # Generous bound for a loaded CI box; bench/budget_speed.py reports the real figure.
     assert time.perf_counter() - start < 5
+
+
+def test_the_console_script_is_the_same_main() -> None:
+    # Every other test here calls main() in process; this one runs the installed command.
+    import subprocess
+
+    done = subprocess.run([str(VFLEET), "gpus"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == run("gpus").stdout

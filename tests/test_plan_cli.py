@@ -1,13 +1,11 @@
 """`vfleet plan` as users run it: JSON keys, the ranked table, bad input."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import Result, vfleet
 
-VFLEET = Path(sys.executable).parent / "vfleet"
 CLUSTERS = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 KEYS = {
     "replicas",
@@ -28,10 +26,8 @@ KEYS = {
 PREDICTED = {"tokens_per_s", "tokens_per_s_per_gpu", "tpot_ms", "ttft_ms", "max_concurrency"}
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VFLEET), "plan", *args], capture_output=True, text=True, timeout=60, check=False
-    )
+def run(*args: str) -> Result:
+    return vfleet("plan", *args)
 
 
 def test_json_plan_has_every_documented_key():
