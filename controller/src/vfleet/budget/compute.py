@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from vfleet.budget import kvspec, memory, speculative
 from vfleet.budget.params import (
@@ -96,13 +97,13 @@ class Budget:
     weight_format: str
     kv_pinned: bool
     stages: list[StageBudget] = field(default_factory=list)
-    kv_groups: list[dict] = field(default_factory=list)
+    kv_groups: list[dict[str, Any]] = field(default_factory=list)
     weights_by_component_gib: dict[str, float] = field(default_factory=dict)
     params_by_component_b: dict[str, float] = field(default_factory=dict)
     # The draft: method, tokens, its weights per GPU of the last stage, its KV layers.
-    speculative: dict | None = None
+    speculative: dict[str, Any] | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -302,7 +303,7 @@ def compute(req: BudgetRequest) -> Budget:
 
 def _draft_summary(
     draft: speculative.Speculative | None, spec: ModelSpec, weight_bytes: float, last_kv: int
-) -> dict | None:
+) -> dict[str, Any] | None:
     if draft is None:
         return None
     return {

@@ -40,6 +40,8 @@ from vfleet.catalog.releases import parse_version
 from vfleet.errors import UserError
 
 if TYPE_CHECKING:
+    import argparse
+
     from vfleet.budget.quant import WeightFormat
     from vfleet.catalog.gpus import Gpu
 
@@ -105,7 +107,7 @@ class Speculative:
         return out
 
 
-def add_cli_args(p) -> None:
+def add_cli_args(p: argparse.ArgumentParser) -> None:
     """The three flags `vfleet budget`, `plan`, `estimate` and `render` share."""
     p.add_argument(
         "--speculative-method",
@@ -312,7 +314,9 @@ def _methods() -> dict[str, dict[str, str]]:
 
 def method_available(name: str, version: tuple[int, int, int]) -> bool:
     entry = _methods().get(name)
-    return bool(entry) and parse_version(entry["first"]) <= version
+    if not entry:
+        return False
+    return parse_version(entry["first"]) <= version
 
 
 def vllm_method(method: str, model_type: str, version: tuple[int, int, int]) -> str:
@@ -330,8 +334,8 @@ def vllm_method(method: str, model_type: str, version: tuple[int, int, int]) -> 
             f"target vLLM {first} or later, or drop the speculative method"
         )
     if not method_available(method, version):
-        first = _methods().get(method, {}).get("first")
-        since = f"it first appears in {first}" if first else "no recorded release has it"
+        first_seen = _methods().get(method, {}).get("first")
+        since = f"it first appears in {first_seen}" if first_seen else "no recorded release has it"
         raise UserError(
             f"vLLM {label} has no speculative method {method} ({since}): upgrade vLLM or "
             "choose another speculative method"

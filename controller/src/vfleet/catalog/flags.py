@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from vfleet.catalog.releases import parse_version
 from vfleet.data import DATA_DIR
@@ -36,10 +37,11 @@ class FlagSet:
 
 
 @cache
-def _registry() -> dict:
+def _registry() -> dict[str, Any]:
     if not REGISTRY_FILE.is_file():
         return {"versions": {}}
-    return json.loads(REGISTRY_FILE.read_text())
+    registry: dict[str, Any] = json.loads(REGISTRY_FILE.read_text())
+    return registry
 
 
 def recorded_versions() -> list[str]:

@@ -35,7 +35,8 @@ def catalog_entry(model_id: str) -> dict[str, Any]:
         if model_id.lower() not in lowered:
             raise KeyError(model_id)
         path = _file_for(lowered[model_id.lower()])
-    return json.loads(path.read_text())
+    entry: dict[str, Any] = json.loads(path.read_text())
+    return entry
 
 
 def load_model(model: str) -> ModelSpec:

@@ -51,7 +51,7 @@ def _one_value(kind: str) -> Callable[[Any], str]:
         if isinstance(value, list | dict):
             what = "list" if isinstance(value, list) else "mapping"
             raise TypeError(f"a {kind} is one value, not a {what}")
-        return convert(value)
+        return str(convert(value))  # Ansible's checkers return str (untyped)
 
     check.__name__ = kind  # the validator names the wanted type by it
     return check

@@ -15,6 +15,7 @@ from typing import Any
 
 from vfleet.deploy import envcheck, known_hosts
 from vfleet.deploy.bundle import bundle_root
+from vfleet.deploy.inventory import Host
 from vfleet.errors import UserError
 
 ENVS = ("local", "staging", "prod")
@@ -89,7 +90,7 @@ def known_hosts_file(ctx: Context) -> Path:
     return Path(name) if Path(name).is_absolute() else ctx.root / name
 
 
-def check_hosts(ctx: Context) -> list[envcheck.Host]:
+def check_hosts(ctx: Context) -> list[Host]:
     """After Terraform: the full inventory has hosts, and outside the local testbed every
     one of them is in the managed known_hosts file."""
     hosts = envcheck.check_inventories(inventory_docs(ctx), ctx.env, provisioned=True)

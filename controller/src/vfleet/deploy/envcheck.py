@@ -158,7 +158,8 @@ def read_inventory(path: Path) -> dict[str, Any]:
     document = load_yaml(path, "inventory")
     spec.check_inventory(document)
     spec.check_no_plain_secrets(document)
-    return document.data
+    inventory: dict[str, Any] = document.data  # check_inventory refuses anything but a mapping
+    return inventory
 
 
 def hosts_of(docs: list[tuple[str, Any]]) -> list[Host]:

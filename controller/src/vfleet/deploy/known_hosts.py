@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from vfleet.deploy.envcheck import Host
+from vfleet.deploy.inventory import Host
 from vfleet.errors import UserError
 
 KEY_TYPES = "ed25519,ecdsa,rsa"

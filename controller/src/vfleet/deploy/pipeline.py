@@ -135,6 +135,10 @@ def _forget(run: Run) -> None:
     print(f"destroyed {run.ctx.env}: hosts, inventory and artifacts/{run.ctx.env} removed")
 
 
+def _check_hosts(run: Run) -> None:
+    check_hosts(run.ctx)  # refuses a host missing from the inventory or known_hosts
+
+
 def _local(run: Run) -> bool:
     return run.local
 
@@ -142,7 +146,7 @@ def _local(run: Run) -> bool:
 PROVISION = [
     Phase("engine", _engine_ready, _local),
     Phase("terraform", lambda run: terraform.apply(run.ctx)),
-    Phase("hosts", lambda run: check_hosts(run.ctx) and None),
+    Phase("hosts", _check_hosts),
     Phase("local controller", _local_controller, _local),
     Phase(
         "stand-ins",

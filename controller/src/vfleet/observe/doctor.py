@@ -264,13 +264,13 @@ def log_diagnoses(log: str, cfg: EngineConfig) -> list[Diagnosis]:
             )
         )
     elif (m := _NEEDS_KV.search(log)) and float(m.group(1)) > 0:
-        need, have = float(m.group(1)), float(m.group(2))
+        need, free = float(m.group(1)), float(m.group(2))
         found.append(
             Diagnosis(
                 "kv_too_small",
                 "Start-up refused: one request at max-model-len does not fit the KV",
-                [f"needs {need:.2f} GiB of KV for one request, {have:.2f} GiB available"],
-                f"lower --max-model-len by {(1 - have / need) * 100:.0f}% or more, or raise "
+                [f"needs {need:.2f} GiB of KV for one request, {free:.2f} GiB available"],
+                f"lower --max-model-len by {(1 - free / need) * 100:.0f}% or more, or raise "
                 "--gpu-memory-utilization",
             )
         )
@@ -281,7 +281,7 @@ def log_diagnoses(log: str, cfg: EngineConfig) -> list[Diagnosis]:
             if mnbt
             else "lower --max-num-batched-tokens (the profile run's activation peak)"
         )
-        util = cfg.gpu_memory_utilization
+        configured = cfg.gpu_memory_utilization
         found.append(
             Diagnosis(
                 "oom_at_start",
@@ -289,8 +289,9 @@ def log_diagnoses(log: str, cfg: EngineConfig) -> list[Diagnosis]:
                 ["the log reports a CUDA/torch out-of-memory error or no memory for KV blocks"],
                 knob
                 + (
-                    f", or lower --gpu-memory-utilization from {util} to {util - 0.03:.2f}"
-                    if util
+                    f", or lower --gpu-memory-utilization from {configured} to "
+                    f"{configured - 0.03:.2f}"
+                    if configured
                     else ""
                 ),
                 [

@@ -234,13 +234,13 @@ def parse(
     for key, names in NAMES.items():
         present = next((n for n in names if n in samples), None)  # newest name wins
         if present:
-            values = samples[present]
-            snap.values[key] = sum(values) / len(values) if key == "kv_usage" else sum(values)
+            series = samples[present]
+            snap.values[key] = sum(series) / len(series) if key == "kv_usage" else sum(series)
     for key, names in HISTOGRAMS.items():
-        base = next((n for n in names if n in buckets), None)
-        if base:
-            ordered = sorted(buckets[base].items())
-            count = sum(samples.get(f"{base}_count", [ordered[-1][1]]))
-            snap.histograms[key] = Histogram(ordered, count, sum(samples.get(f"{base}_sum", [0])))
+        hist = next((n for n in names if n in buckets), None)
+        if hist:
+            ordered = sorted(buckets[hist].items())
+            count = sum(samples.get(f"{hist}_count", [ordered[-1][1]]))
+            snap.histograms[key] = Histogram(ordered, count, sum(samples.get(f"{hist}_sum", [0])))
     snap.engines = max(1, len(engines))
     return snap

@@ -144,7 +144,7 @@ class StepCost:
 
 def active_params(spec: ModelSpec, params: dict[str, int]) -> float:
     """Parameters one token touches: everything but the experts it is not routed to."""
-    total = sum(v for k, v in params.items() if k not in ("mtp", "vision", "embeddings"))
+    total: float = sum(v for k, v in params.items() if k not in ("mtp", "vision", "embeddings"))
     routed = params.get("routed_experts", 0)
     if spec.num_experts:
         total -= routed * (1 - spec.experts_per_token / spec.num_experts)

@@ -261,7 +261,7 @@ def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
 TIE = 0.02  # predictions this close are a tie for a cost model of this kind
 
 
-def _simplicity(ev: Evaluated) -> tuple:
+def _simplicity(ev: Evaluated) -> tuple[int, int, bool, int, int]:
     """Among near ties: more of the cluster in use, fewer pipeline stages, EP for MoE (the
     high-concurrency chapter's preference), less DCP, more replicas (independent failure
     domains)."""

@@ -79,19 +79,22 @@ def table(
             if len(seen) >= show_rejected:
                 break
     winner = feasible[0]
+    budget = winner.budget
+    if budget is None:  # the search sets the budget of every layout it does not reject
+        raise ValueError(f"layout {winner.candidate.label} is not rejected but has no budget")
     lines += [
         "",
         f"  Chosen: {winner_reason(winner, feasible[1] if len(feasible) > 1 else None)}"
         + (f"; {idle_note(cluster, winner)}" if winner.gpus_used < cluster.total_gpus else ""),
-        f"  Knobs: --gpu-memory-utilization {winner.budget.gpu_memory_utilization} "
+        f"  Knobs: --gpu-memory-utilization {budget.gpu_memory_utilization} "
         f"--max-num-seqs {winner.max_num_seqs} --max-num-batched-tokens "
         f"{winner.max_num_batched_tokens} --enable-chunked-prefill --kv-cache-dtype "
-        f"{'fp8' if winner.budget.kv_cache_dtype.startswith('fp8') else 'auto'} "
-        f"--max-model-len {winner.budget.max_model_len}",
+        f"{'fp8' if budget.kv_cache_dtype.startswith('fp8') else 'auto'} "
+        f"--max-model-len {budget.max_model_len}",
         "  (seqs = max-num-seqs per engine rank: the KV cap at the mean context with 10% "
         "headroom, or where throughput stops rising under the SLOs)",
     ]
-    sp = winner.budget.speculative
+    sp = budget.speculative
     if sp:
         lines.append(
             f"  Speculative: {sp['method']}, {sp['num_speculative_tokens']} token(s); the "

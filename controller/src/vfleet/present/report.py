@@ -229,13 +229,13 @@ def build(inputs: ReportInputs, out_dir: Path) -> Report:
         ]
     if inputs.budget:
         b = inputs.budget
-        table = [
-            ["requested", b.requested_gib],
-            ["weights", b.weights_gib],
-            ["activation", b.activation_gib],
-            ["non-torch", b.non_torch_gib],
-            ["CUDA graphs", b.cudagraph_gib],
-            ["KV pool", b.available_kv_gib],
+        table: list[tuple[str, float]] = [
+            ("requested", b.requested_gib),
+            ("weights", b.weights_gib),
+            ("activation", b.activation_gib),
+            ("non-torch", b.non_torch_gib),
+            ("CUDA graphs", b.cudagraph_gib),
+            ("KV pool", b.available_kv_gib),
         ]
         sections.append(
             Section(

@@ -17,7 +17,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypeVar
 
 from pydantic import AfterValidator, ConfigDict, Field, GetJsonSchemaHandler, WrapValidator
 from pydantic.json_schema import JsonSchemaValue
@@ -64,9 +64,16 @@ class _TemplatedSchema:
         return {"anyOf": [inner, template]}
 
 
-def Templatable(tp: Any) -> Any:
-    """`tp`, or a value Ansible templates (Jinja, `!vault`)."""
-    return Annotated[tp, WrapValidator(_or_templated), _TemplatedSchema()]
+_T = TypeVar("_T")
+
+if TYPE_CHECKING:
+    # What a field holds: the checked value, a value Ansible templates (a Jinja string or a
+    # `!vault` value, taken as written), or None where the file leaves it out (the default;
+    # pydantic does not validate defaults, so None is not accepted in a file).
+    Templatable: TypeAlias = _T | str | Vaulted | None
+else:
+    # `Templatable[tp]`: `tp`, or a value Ansible templates (Jinja, `!vault`).
+    Templatable = Annotated[_T, WrapValidator(_or_templated), _TemplatedSchema()]
 
 
 def _name_path(value: str) -> str:
@@ -106,35 +113,35 @@ class DeployVars(StrictModel):
     """The deploy variables of one group_vars file (role variables are checked by the roles'
     argument specs; unknown `vfleet_*` variables are refused)."""
 
-    vfleet_model: Templatable(Text) = None
+    vfleet_model: Templatable[Text] = None
     """a catalog id from `vfleet models`, a model folder or a config.json (e.g. Qwen/Qwen3-8B)"""
-    vfleet_model_dir_on_hosts: Templatable(AbsPath) = None
+    vfleet_model_dir_on_hosts: Templatable[AbsPath] = None
     """the absolute path of the model folder on the GPU hosts (e.g. /srv/models/DeepSeek-V3)"""
-    vfleet_served_model_name: Templatable(Text) = None
+    vfleet_served_model_name: Templatable[Text] = None
     """the model name clients send (e.g. deepseek-ai/DeepSeek-V3)"""
-    vfleet_workload: Templatable(Text) = None
+    vfleet_workload: Templatable[Text] = None
     """a preset (chat, rag, batch) or a workload YAML file next to group_vars"""
-    vfleet_vllm_version: Templatable(Version) = None
+    vfleet_vllm_version: Templatable[Version] = None
     """the vLLM release on the hosts, quoted (e.g. "0.11.1")"""
-    vfleet_kv_cache_dtype: Templatable(Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]) = None
+    vfleet_kv_cache_dtype: Templatable[Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]] = None
     """the KV cache dtype: auto, or fp8 where the GPU and the attention backend support it"""
     vfleet_plan_overrides: PlanOverrides | None = None
     """plan values forced after planning (e.g. {max_model_len: 512, block_size: 128})"""
-    vfleet_render_extra_args: list[Templatable(ExtraArg)] | None = None
+    vfleet_render_extra_args: list[Templatable[ExtraArg]] | None = None
     """more `vllm serve` flags, each one string (e.g. [--enforce-eager, --dtype=bfloat16])"""
-    vfleet_wheelhouse_port: Templatable(Port) = None
+    vfleet_wheelhouse_port: Templatable[Port] = None
     """the port the controller serves the wheelhouse on, 1-65535 (e.g. 8080)"""
-    vfleet_api_key_file: Templatable(FileName) = None
+    vfleet_api_key_file: Templatable[FileName] = None
     """the API key file on the controller (mode 0600), absolute or relative to the repository"""
-    vfleet_known_hosts_file: Templatable(Text) = None
+    vfleet_known_hosts_file: Templatable[Text] = None
     """the SSH known_hosts file for this environment (e.g. inventories/prod/known_hosts)"""
-    vfleet_expect_gpu: Templatable(Text) = None
+    vfleet_expect_gpu: Templatable[Text] = None
     """the GPU every host must have, as `vfleet gpus` names it (e.g. H200-SXM-141GB)"""
-    vfleet_expect_gpus_per_host: Templatable(GpuCount) = None
+    vfleet_expect_gpus_per_host: Templatable[GpuCount] = None
     """how many GPUs every host must have, 1 to 1024 (e.g. 8)"""
-    firewall_ssh_sources: Templatable(list[Templatable(Cidr)]) = None
+    firewall_ssh_sources: Templatable[list[Templatable[Cidr]]] = None
     """the networks SSH is open to, in CIDR form (e.g. [10.0.0.0/8])"""
-    firewall_api_sources: Templatable(list[Templatable(Cidr)]) = None
+    firewall_api_sources: Templatable[list[Templatable[Cidr]]] = None
     """the networks the API is open to, in CIDR form (e.g. [10.0.0.0/8])"""
 
 
@@ -146,32 +153,32 @@ class HostVars(StrictModel):
 
     model_config = ConfigDict(extra="allow")
 
-    ansible_host: Templatable(Address) = None
+    ansible_host: Templatable[Address] = None
     """the address Ansible connects to, an IP or a DNS name (e.g. 10.0.0.11)"""
-    ansible_port: Templatable(Port) = None
+    ansible_port: Templatable[Port] = None
     """the SSH port, 1-65535 (e.g. 22)"""
-    ansible_user: Templatable(UserName) = None
+    ansible_user: Templatable[UserName] = None
     """the SSH user (e.g. ubuntu)"""
-    vfleet_private_address: Templatable(Address) | None = None
+    vfleet_private_address: Templatable[Address] | None = None
     """the host's address on the cluster network (e.g. 10.1.0.11)"""
-    vfleet_gpus: Templatable(GpuCount) = None
+    vfleet_gpus: Templatable[GpuCount] = None
     """the host's GPU count, 1 to 1024 (e.g. 8)"""
-    vfleet_gpu: Templatable(Text) = None
+    vfleet_gpu: Templatable[Text] = None
     """the host's GPU as `vfleet gpus` names it (e.g. H200-SXM-141GB)"""
-    firewall_ssh_sources: Templatable(list[Templatable(Cidr)]) = None
+    firewall_ssh_sources: Templatable[list[Templatable[Cidr]]] = None
     """the networks SSH is open to, in CIDR form (e.g. [10.0.0.0/8])"""
-    firewall_api_sources: Templatable(list[Templatable(Cidr)]) = None
+    firewall_api_sources: Templatable[list[Templatable[Cidr]]] = None
     """the networks the API is open to, in CIDR form (e.g. [10.0.0.0/8])"""
     # Written by Terraform's ansible_inventory module into artifacts/<env>/hosts.yml.
-    vfleet_env: Templatable(Literal["local", "staging", "prod"]) = None
+    vfleet_env: Templatable[Literal["local", "staging", "prod"]] = None
     """the environment the inventory is for: local, staging or prod"""
-    vfleet_cluster: Templatable(Text) = None
+    vfleet_cluster: Templatable[Text] = None
     """the cluster's name in Terraform (e.g. prod)"""
-    vfleet_inventory_source: Templatable(Text) = None
+    vfleet_inventory_source: Templatable[Text] = None
     """the Terraform module that made the hosts (e.g. local_testbed)"""
-    vfleet_profile: Templatable(Text) = None
+    vfleet_profile: Templatable[Text] = None
     """the hardware profile the hosts replay (e.g. h200-1gpu)"""
-    vfleet_source_inventory: Templatable(AbsPath) = None
+    vfleet_source_inventory: Templatable[AbsPath] = None
     """the inventory Terraform read the hosts from (e.g. /run/vfleet-testbed/local/inventory.yml)"""
 
 

@@ -104,13 +104,26 @@ def _mapping(loader: StrictLoader, node: MappingNode, deep: bool = False) -> dic
     return loader.construct_mapping(node, deep=deep)
 
 
+def _scalar(loader: StrictLoader, node: Node) -> str:
+    """The text of a tagged scalar; a tag on a list or a mapping is refused (as PyYAML's
+    construct_scalar refuses it)."""
+    if not isinstance(node, ScalarNode):
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"expected a scalar node, but found {getattr(node, 'id', type(node).__name__)}",
+            node.start_mark,
+        )
+    return loader.construct_scalar(node)
+
+
 def _vault(loader: StrictLoader, node: Node) -> Vaulted:
-    return Vaulted(str(loader.construct_scalar(node)))  # type: ignore[arg-type]
+    return Vaulted(_scalar(loader, node))
 
 
 StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 StrictLoader.add_constructor("!vault", _vault)
-StrictLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+StrictLoader.add_constructor("!unsafe", _scalar)
 
 
 class _TooLarge(Exception):

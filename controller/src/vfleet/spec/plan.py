@@ -208,15 +208,15 @@ class Plan(StrictModel):
                             "twice: re-run `vfleet plan --out`"
                         )
                     seen.add(rank)
-        if any(s is None for s in sizes):
-            return hosts  # a size is itself wrong, and that error is the one to show
         tp, pp, dp = sizes
+        if not (isinstance(tp, int) and isinstance(pp, int) and isinstance(dp, int)):
+            return hosts  # a size is itself wrong, and that error is the one to show
         per_engine = tp * pp * dp
-        for engine, ranks in engines.items():
-            out_of_range = any(t >= tp or p >= pp or d >= dp for t, p, d in ranks)
-            if len(ranks) != per_engine or out_of_range:
+        for engine, placed in engines.items():
+            out_of_range = any(t >= tp or p >= pp or d >= dp for t, p, d in placed)
+            if len(placed) != per_engine or out_of_range:
                 raise ValueError(
-                    f"engine {engine} has {len(ranks)} ranks, not the {per_engine} of TP x PP "
+                    f"engine {engine} has {len(placed)} ranks, not the {per_engine} of TP x PP "
                     "x DP (or a rank out of range): re-run `vfleet plan --out`"
                 )
         return hosts

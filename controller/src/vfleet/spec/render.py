@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from functools import cache
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
@@ -131,11 +131,11 @@ VFLEET_FLAGS: Mapping[str, str] = {
 
 
 @cache
-def _spellings() -> tuple[dict[str, str], dict[str, dict]]:
+def _spellings() -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
     """Every spelling any recorded release accepts -> its canonical flag, and each canonical
     flag's record (probed flag sets list spellings only)."""
     canonical: dict[str, str] = {}
-    info: dict[str, dict] = {}
+    info: dict[str, dict[str, Any]] = {}
     for entry in _registry()["versions"].values():
         canonical.update(entry.get("option_index") or {})
         for flag, record in (entry.get("flags") or {}).items():
