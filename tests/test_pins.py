@@ -16,9 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 SCANNED = ["Makefile", "scripts", "inventories", "ansible", "controller"]
 # Recorded data and citations, not pins: the flag registry records the runtime it was made
 # with; quant.py cites vLLM releases by tag (v0.32.0, excluded by the pattern's boundary);
-# versions.py's docstring shows a version string parse_version takes.
+# catalog/releases.py's docstring shows a version string parse_version takes.
 ALLOWED = {
-    "controller/src/vfleet/versions.py",
+    "controller/src/vfleet/catalog/releases.py",
 }
 ALLOWED_UNDER = ("controller/src/vfleet/data/", "controller/tools/flag_registry/")
 
@@ -114,7 +114,7 @@ def test_no_pinned_value_is_written_outside_pins_env():
 
 
 def test_the_local_inventory_reads_the_pins():
-    from vfleet.envcheck import read_group_vars
+    from vfleet.deploy.envcheck import read_group_vars
 
     values, _ = read_group_vars(REPO / "inventories" / "local")
     found = pins.pins(REPO)
