@@ -141,7 +141,6 @@ def _restore(names: tuple[str, ...], saved: Path) -> None:
         if dest.is_dir():
             shutil.rmtree(dest)
         (shutil.copytree if (saved / name).is_dir() else shutil.copy2)(saved / name, dest)
-    shutil.rmtree(ARTIFACTS / "facts-partial", ignore_errors=True)
 
 
 def test_failed_probe_names_the_host_and_blocks_the_plan(deployed, tmp_path):
