@@ -458,6 +458,103 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _gpu_commands(args: argparse.Namespace, commands: dict[str, Any], errors: list[str]) -> None:
+    smi = args.nvidia_smi or shutil.which("nvidia-smi")
+    if not smi:
+        errors.append("nvidia-smi not found on PATH: install the NVIDIA driver")
+        return
+    commands["nvidia_smi_query"] = run([smi, "-q", "-x"], 120)
+    commands["nvidia_smi_topo"] = run([smi, "topo", "-m"], 120)
+    commands["nvidia_smi_nvlink"] = run([smi, "nvlink", "-s"], 120)
+    query = commands["nvidia_smi_query"]
+    if query["rc"] != 0:
+        errors.append(f"nvidia-smi -q -x failed: {query['error'] or query['stderr'][-300:]}")
+
+
+def _host_commands(commands: dict[str, Any]) -> None:
+    if shutil.which("lscpu"):
+        commands["lscpu"] = run(["lscpu"], 30)
+    if shutil.which("numactl"):
+        commands["numactl"] = run(["numactl", "-H"], 30)
+    if shutil.which("systemctl"):
+        commands["fabricmanager"] = run(["systemctl", "is-active", "nvidia-fabricmanager"], 30)
+
+
+def _python_and_flags(args: argparse.Namespace, raw: dict[str, Any]) -> None:
+    """The venv's Python, torch and vLLM, and the flags `vllm serve` accepts there."""
+    if not args.python:
+        return
+    commands, errors = raw["commands"], raw["errors"]
+    raw["python"] = python_info(args.python, 180)
+    if "error" in raw["python"]:
+        errors.append(f"{args.python}: {raw['python']['error']}")
+    if args.vllm_flags:
+        vllm = os.path.join(os.path.dirname(args.python), "vllm")
+        commands["vllm_help"] = run([vllm, "serve", "--help=all"], 300)
+        if commands["vllm_help"]["rc"] != 0:
+            errors.append(f"`vllm serve --help=all` failed: {commands['vllm_help']['error']}")
+
+
+def _intra_allreduce(
+    args: argparse.Namespace, raw: dict[str, Any], base_env: dict[str, str]
+) -> None:
+    """all_reduce over this host's GPUs (skipped, and said so, with fewer than two)."""
+    errors, bandwidth = raw["errors"], raw["bandwidth"]
+    xml = (raw["commands"].get("nvidia_smi_query") or {}).get("stdout", "")
+    ranks = args.intra_ranks or xml.count("<gpu id=")
+    if not args.python:
+        errors.append("--intra-allreduce needs --python (a venv with torch)")
+        return
+    if ranks < 2:
+        bandwidth["intra_allreduce"] = {
+            "ok": False,
+            "skipped": f"{ranks} GPU(s): nothing to reduce",
+        }
+        return
+    env = dict(base_env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.master_port + 1))
+    env["GLOO_SOCKET_IFNAME"] = "lo"
+    result = allreduce(args.python, list(range(ranks)), ranks, env, args.timeout)
+    bandwidth["intra_allreduce"] = result
+    if not result.get("ok"):
+        errors.append(f"intra-node all_reduce failed: {result.get('error')}")
+
+
+def _inter_allreduce(
+    args: argparse.Namespace,
+    raw: dict[str, Any],
+    base_env: dict[str, str],
+    peers: list[str],
+    nets: Any,
+) -> None:
+    """all_reduce across the peers, one rank per host, over the interface of --address."""
+    errors = raw["errors"]
+    if not args.python:
+        errors.append("--inter-allreduce needs --python (a venv with torch)")
+        return
+    if len(peers) < 2:
+        return
+    ifname = interface_with(args.address, nets)
+    env = dict(base_env, MASTER_ADDR=peers[0], MASTER_PORT=str(args.master_port), LOCAL_RANK="0")
+    if ifname:
+        env.update(GLOO_SOCKET_IFNAME=ifname, NCCL_SOCKET_IFNAME=ifname)
+    result = allreduce(args.python, [peers.index(args.address)], len(peers), env, args.timeout)
+    raw["bandwidth"]["inter_allreduce"] = result
+    if not result.get("ok"):
+        errors.append(f"inter-node all_reduce failed: {result.get('error')}")
+
+
+def _iperf3(args: argparse.Namespace, raw: dict[str, Any], peers: list[str]) -> None:
+    errors = raw["errors"]
+    if not shutil.which("iperf3"):
+        errors.append("iperf3 not installed")
+        return
+    results = iperf3_ring(peers, args.address, args.iperf3_port, args.iperf3_seconds, args.timeout)
+    raw["bandwidth"]["iperf3"] = results
+    for peer, result in results.items():
+        if "error" in result:
+            errors.append(f"iperf3 to {peer} failed: {result['error']}")
+
+
 def collect(args: argparse.Namespace) -> dict[str, Any]:
     # Inventories may name hosts; sockets and the NIC records need addresses.
     peers = [resolve(p.strip()) for p in args.peers.split(",") if p.strip()]
@@ -480,25 +577,8 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         "python": None,
         "bandwidth": {"intra_allreduce": None, "inter_allreduce": None, "iperf3": {}},
     }
-    commands, errors = raw["commands"], raw["errors"]
-
-    smi = args.nvidia_smi or shutil.which("nvidia-smi")
-    if smi:
-        commands["nvidia_smi_query"] = run([smi, "-q", "-x"], 120)
-        commands["nvidia_smi_topo"] = run([smi, "topo", "-m"], 120)
-        commands["nvidia_smi_nvlink"] = run([smi, "nvlink", "-s"], 120)
-        query = commands["nvidia_smi_query"]
-        if query["rc"] != 0:
-            errors.append(f"nvidia-smi -q -x failed: {query['error'] or query['stderr'][-300:]}")
-    else:
-        errors.append("nvidia-smi not found on PATH: install the NVIDIA driver")
-    if shutil.which("lscpu"):
-        commands["lscpu"] = run(["lscpu"], 30)
-    if shutil.which("numactl"):
-        commands["numactl"] = run(["numactl", "-H"], 30)
-    if shutil.which("systemctl"):
-        commands["fabricmanager"] = run(["systemctl", "is-active", "nvidia-fabricmanager"], 30)
-
+    _gpu_commands(args, raw["commands"], raw["errors"])
+    _host_commands(raw["commands"])
     nets = sysfs_net()
     raw["sysfs"] = {"infiniband": sysfs_infiniband(), "net": nets, "pci_nvidia": sysfs_pci_nvidia()}
     raw["files"] = {
@@ -508,70 +588,21 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     target = args.route_to or next((p for p in peers if p != args.address), None)
     if target:
         raw["route_to"] = {"target": target, "source": route_source(target)}
+    _python_and_flags(args, raw)
 
-    if args.python:
-        raw["python"] = python_info(args.python, 180)
-        if "error" in raw["python"]:
-            errors.append(f"{args.python}: {raw['python']['error']}")
-        if args.vllm_flags:
-            vllm = os.path.join(os.path.dirname(args.python), "vllm")
-            commands["vllm_help"] = run([vllm, "serve", "--help=all"], 300)
-            if commands["vllm_help"]["rc"] != 0:
-                errors.append(f"`vllm serve --help=all` failed: {commands['vllm_help']['error']}")
-
-    bandwidth = raw["bandwidth"]
     base_env = {"VFLEET_SIZES_MIB": args.sizes_mib, "VFLEET_ITERS": str(args.iters)}
     if args.backend == "gloo":
         base_env["VFLEET_BACKEND"] = "gloo"
     if args.intra_allreduce:
-        xml = (commands.get("nvidia_smi_query") or {}).get("stdout", "")
-        ranks = args.intra_ranks or xml.count("<gpu id=")
-        if not args.python:
-            errors.append("--intra-allreduce needs --python (a venv with torch)")
-        elif ranks < 2:
-            bandwidth["intra_allreduce"] = {
-                "ok": False,
-                "skipped": f"{ranks} GPU(s): nothing to reduce",
-            }
-        else:
-            env = dict(base_env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.master_port + 1))
-            env["GLOO_SOCKET_IFNAME"] = "lo"
-            bandwidth["intra_allreduce"] = allreduce(
-                args.python, list(range(ranks)), ranks, env, args.timeout
-            )
-            if not bandwidth["intra_allreduce"].get("ok"):
-                errors.append(
-                    f"intra-node all_reduce failed: {bandwidth['intra_allreduce'].get('error')}"
-                )
+        _intra_allreduce(args, raw, base_env)
     if (args.inter_allreduce or args.iperf3) and (not args.address or args.address not in peers):
-        errors.append("inter-node measurements need --address listed in --peers")
-    elif args.inter_allreduce and not args.python:
-        errors.append("--inter-allreduce needs --python (a venv with torch)")
-    elif args.inter_allreduce and len(peers) > 1:
-        ifname = interface_with(args.address, nets)
-        env = dict(
-            base_env, MASTER_ADDR=peers[0], MASTER_PORT=str(args.master_port), LOCAL_RANK="0"
-        )
-        if ifname:
-            env.update(GLOO_SOCKET_IFNAME=ifname, NCCL_SOCKET_IFNAME=ifname)
-        bandwidth["inter_allreduce"] = allreduce(
-            args.python, [peers.index(args.address)], len(peers), env, args.timeout
-        )
-        if not bandwidth["inter_allreduce"].get("ok"):
-            errors.append(
-                f"inter-node all_reduce failed: {bandwidth['inter_allreduce'].get('error')}"
-            )
-    if args.iperf3 and args.address in peers and len(peers) > 1:
-        if shutil.which("iperf3"):
-            bandwidth["iperf3"] = iperf3_ring(
-                peers, args.address, args.iperf3_port, args.iperf3_seconds, args.timeout
-            )
-            for peer, result in bandwidth["iperf3"].items():
-                if "error" in result:
-                    errors.append(f"iperf3 to {peer} failed: {result['error']}")
-        else:
-            errors.append("iperf3 not installed")
-    raw["probe_failed"] = bool(errors)
+        raw["errors"].append("inter-node measurements need --address listed in --peers")
+    else:
+        if args.inter_allreduce:
+            _inter_allreduce(args, raw, base_env, peers, nets)
+        if args.iperf3 and len(peers) > 1:
+            _iperf3(args, raw, peers)
+    raw["probe_failed"] = bool(raw["errors"])
     return raw
 
 

@@ -276,36 +276,56 @@ def _whole(value: Any, low: int, high: int) -> bool:
     return low <= value <= high
 
 
-def _check_section(cfg: Mapping[str, Any], where: str, prefix: str, text: bool) -> None:
-    def fail(key: str, what: str, value: Any) -> UserError:
-        return UserError(f"{where}: {prefix}{key}: {what}, got {_shown(value)}: fix config.json")
+_Problem = tuple[str, str, Any]  # key, what it must be, the value found
 
-    for key, (low, high) in (_TEXT_BOUNDS if text else _VISION_BOUNDS).items():
+
+def _check_section(cfg: Mapping[str, Any], where: str, prefix: str, text: bool) -> None:
+    """Refuse the first field of one config section the shape code cannot use."""
+    problem = _out_of_bounds(cfg, _TEXT_BOUNDS if text else _VISION_BOUNDS)
+    if problem is None and text:  # the lists and mappings are text-model fields only
+        problem = _misshapen(cfg) or _bad_compress_rate(cfg)
+    if problem is not None:
+        key, what, value = problem
+        raise UserError(f"{where}: {prefix}{key}: {what}, got {_shown(value)}: fix config.json")
+
+
+def _out_of_bounds(
+    cfg: Mapping[str, Any], bounds: Mapping[str, tuple[int, int]]
+) -> _Problem | None:
+    for key, (low, high) in bounds.items():
         value = cfg.get(key)
         if value is not None and not _whole(value, low, high):
-            raise fail(key, f"must be a whole number from {low:,} to {high:,}", value)
-    if not text:
-        return
+            return key, f"must be a whole number from {low:,} to {high:,}", value
+    return None
+
+
+def _misshapen(cfg: Mapping[str, Any]) -> _Problem | None:
+    """The first list of numbers, list of names or mapping that is something else."""
     for key in _INT_LISTS:
         value = cfg.get(key)
         if value is not None and not (
             isinstance(value, list) and all(_whole(v, 0, 1_000_000) for v in value)
         ):
-            raise fail(key, "must be a list of whole numbers", value)
+            return key, "must be a list of whole numbers", value
     for key in _STR_LISTS:
         value = cfg.get(key)
         if value is not None and not (
             isinstance(value, list) and all(isinstance(v, str) for v in value)
         ):
-            raise fail(key, "must be a list of names", value)
+            return key, "must be a list of names", value
     for key in _MAPPINGS:
         value = cfg.get(key)
         if value is not None and not isinstance(value, Mapping):
-            raise fail(key, "must be a JSON object", value)
-    rates = cfg.get("compress_rates") or {}
-    for rate in rates.values():
+            return key, "must be a JSON object", value
+    return None
+
+
+def _bad_compress_rate(cfg: Mapping[str, Any]) -> _Problem | None:
+    # Runs after _misshapen, so compress_rates is a mapping (or absent) by now.
+    for rate in (cfg.get("compress_rates") or {}).values():
         if not _whole(rate, 0, 1_000_000):
-            raise fail("compress_rates", "must map layer types to whole numbers", rate)
+            return "compress_rates", "must map layer types to whole numbers", rate
+    return None
 
 
 def _check_config(raw: Mapping[str, Any], name: str) -> None:

@@ -183,20 +183,10 @@ def parse(
     each text in errors (its endpoint). `model_name` is the served model to read: series of
     other models are left out, and without it a scrape of several models is refused."""
     wheres = [sources[index] if sources else "the endpoint" for index in range(len(texts))]
-    read = []
-    for text, where in zip(texts, wheres, strict=True):
-        rows = _read(text, where)
-        if not any(name.startswith("vllm:") for name, _, _ in rows):
-            raise UserError(
-                f"{where}/metrics has no vllm: series: point --endpoint at a vLLM API "
-                "server (http://HOST:PORT), and check it is the right port"
-            )
-        read.append(rows)
+    read = [_read_vllm(text, where) for text, where in zip(texts, wheres, strict=True)]
     _check_model([_served(rows) for rows in read], wheres, model_name)
     snap = Snapshot()
-    samples: dict[str, list[float]] = {}  # plain series by name, across engines
-    buckets: dict[str, dict[float, float]] = {}  # histogram base -> bound -> cumulative
-    broken: dict[str, str] = {}  # series name -> the first bad value seen
+    tally = _Tally()
     engines: set[tuple[int, str]] = set()
     for index, rows in enumerate(read):
         for name, labels, value in rows:
@@ -208,39 +198,86 @@ def parse(
             engines.add((index, labels.get("engine", "0")))
             if name == "vllm:cache_config_info":
                 snap.cache_config = labels
-                continue
-            base = name.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")
-            if not math.isfinite(value) or value < 0:
-                broken.setdefault(base, f"{value:g}")
-            elif name.endswith("_bucket") and "le" in labels:
-                bound = _bound(labels["le"])
-                if bound is None:
-                    broken.setdefault(base, f"le={labels['le'][:20]!r}")
-                    continue
-                per = buckets.setdefault(base, {})
-                per[bound] = per.get(bound, 0.0) + value
             else:
-                samples.setdefault(name, []).append(value)
-    for key, values in buckets.items():
-        cumulative = [c for _, c in sorted(values.items())]
-        if any(b < a for a, b in itertools.pairwise(cumulative)):
-            broken.setdefault(key, "buckets that are not cumulative")
-    for base, bad in sorted(broken.items()):
-        # The whole series goes: a histogram missing one bucket gives wrong quantiles.
-        buckets.pop(base, None)
-        for suffix in ("", "_count", "_sum"):
-            samples.pop(base + suffix, None)
-        snap.notes.append(f"{base} ignored: {bad} is not a finite, non-negative measurement")
+                tally.add(name, labels, value)
+    snap.notes.extend(tally.drop_broken())
+    snap.values.update(_signal_values(tally.samples))
+    snap.histograms.update(_signal_histograms(tally.samples, tally.buckets))
+    snap.engines = max(1, len(engines))
+    return snap
+
+
+def _read_vllm(text: str, where: str) -> list[Row]:
+    """`_read`, refusing a text with no vllm: series (not a vLLM server's /metrics)."""
+    rows = _read(text, where)
+    if not any(name.startswith("vllm:") for name, _, _ in rows):
+        raise UserError(
+            f"{where}/metrics has no vllm: series: point --endpoint at a vLLM API "
+            "server (http://HOST:PORT), and check it is the right port"
+        )
+    return rows
+
+
+@dataclass
+class _Tally:
+    """The vllm: samples of a scrape, summed across engines, and the series that broke."""
+
+    samples: dict[str, list[float]] = field(default_factory=dict)  # plain series by name
+    buckets: dict[str, dict[float, float]] = field(default_factory=dict)  # base -> le -> count
+    broken: dict[str, str] = field(default_factory=dict)  # series -> the first bad value seen
+
+    def add(self, name: str, labels: dict[str, str], value: float) -> None:
+        base = name.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")
+        if not math.isfinite(value) or value < 0:
+            self.broken.setdefault(base, f"{value:g}")
+        elif name.endswith("_bucket") and "le" in labels:
+            bound = _bound(labels["le"])
+            if bound is None:
+                self.broken.setdefault(base, f"le={labels['le'][:20]!r}")
+                return
+            per = self.buckets.setdefault(base, {})
+            per[bound] = per.get(bound, 0.0) + value
+        else:
+            self.samples.setdefault(name, []).append(value)
+
+    def drop_broken(self) -> list[str]:
+        """Leave out every broken series whole, returning a note for each, sorted."""
+        for key, values in self.buckets.items():
+            cumulative = [c for _, c in sorted(values.items())]
+            if any(b < a for a, b in itertools.pairwise(cumulative)):
+                self.broken.setdefault(key, "buckets that are not cumulative")
+        notes = []
+        for base, bad in sorted(self.broken.items()):
+            # The whole series goes: a histogram missing one bucket gives wrong quantiles.
+            self.buckets.pop(base, None)
+            for suffix in ("", "_count", "_sum"):
+                self.samples.pop(base + suffix, None)
+            notes.append(f"{base} ignored: {bad} is not a finite, non-negative measurement")
+        return notes
+
+
+def _signal_values(samples: dict[str, list[float]]) -> dict[str, float]:
+    """Each plain signal under the newest name present: KV usage averaged across engines,
+    the rest summed."""
+    values = {}
     for key, names in NAMES.items():
         present = next((n for n in names if n in samples), None)  # newest name wins
         if present:
-            series = samples[present]
-            snap.values[key] = sum(series) / len(series) if key == "kv_usage" else sum(series)
+            found = samples[present]
+            values[key] = sum(found) / len(found) if key == "kv_usage" else sum(found)
+    return values
+
+
+def _signal_histograms(
+    samples: dict[str, list[float]], buckets: dict[str, dict[float, float]]
+) -> dict[str, Histogram]:
+    """Each histogram signal under the newest name present; without a _count series the
+    +Inf bucket counts the observations."""
+    histograms = {}
     for key, names in HISTOGRAMS.items():
-        hist = next((n for n in names if n in buckets), None)
-        if hist:
-            ordered = sorted(buckets[hist].items())
-            count = sum(samples.get(f"{hist}_count", [ordered[-1][1]]))
-            snap.histograms[key] = Histogram(ordered, count, sum(samples.get(f"{hist}_sum", [0])))
-    snap.engines = max(1, len(engines))
-    return snap
+        base = next((n for n in names if n in buckets), None)
+        if base:
+            ordered = sorted(buckets[base].items())
+            count = sum(samples.get(f"{base}_count", [ordered[-1][1]]))
+            histograms[key] = Histogram(ordered, count, sum(samples.get(f"{base}_sum", [0])))
+    return histograms

@@ -131,87 +131,196 @@ def replay(
     v0_scheduler: bool = False,
 ) -> Trajectory:
     """Run the scheduler over the requests, in order, until every one has finished."""
-    n = int(input_len.size)
-    need = input_len.astype(np.int64).copy()  # prompt tokens to (re)compute
-    out = np.maximum(output_len.astype(np.int64), 1)
-    prefilled = np.zeros(n, np.int64)
-    generated = np.zeros(n, np.int64)
-    running = np.zeros(n, bool)
-    arrival_step = np.full(n, -1, np.int64)
-    first_step = np.full(n, -1, np.int64)
-    finish_step = np.full(n, -1, np.int64)
-    arrival_s = np.zeros(n) if client.request_rate else None
-    order: list[int] = []  # running requests, oldest admission first
-    waiting: deque[int] = deque()
-    next_request = 0
-    in_flight = 0
-    cap = client.concurrency or n
-    clock = 0.0
-    preemptions = 0
-    feats: list[tuple[float, ...]] = []
-    ends: list[float] = []
-    budget_tokens = limits.max_num_batched_tokens
-    half_block = limits.block_size / 2
-
-    def arrive(step: int) -> None:
-        nonlocal next_request, in_flight
-        while next_request < n and in_flight < cap:
-            if client.request_rate:
-                due = next_request / client.request_rate
-                if due > clock:
-                    break
-                arrival_s[next_request] = due  # type: ignore[index]
-            arrival_step[next_request] = step
-            waiting.append(next_request)
-            next_request += 1
-            in_flight += 1
-
-    kv_used = 0.0
+    sched = _Scheduler(input_len, output_len, limits, client, step_time)
+    # Bound once: this loop runs every step of every costed run.
+    v0_prefill_first = v0_scheduler and not limits.chunked_prefill
+    schedule = sched.schedule_v0 if v0_prefill_first else sched.schedule
+    record, advance, finish, arrive = sched.record, sched.advance, sched.finish, sched.arrive
     step = 0
     arrive(0)
-    while (next_request < n or waiting or order) and step < MAX_STEPS:
-        if not order and not waiting:  # idle until the next timed arrival
-            clock = next_request / client.request_rate if client.request_rate else clock
-            arrive(step)
+    while (sched.next_request < sched.n or sched.waiting or sched.order) and step < MAX_STEPS:
+        if not sched.order and not sched.waiting:
+            sched.idle(step)
             continue
+        decoders, chunks = schedule()
+        record(decoders, chunks)
+        advance(step, decoders, chunks)
+        finish(step)
+        step += 1
+        arrive(step)
+    if step >= MAX_STEPS:
+        raise ValueError("the replay did not finish: the engine cannot make progress")
+    return sched.trajectory()
+
+
+class _Scheduler:
+    """One engine rank's scheduler during a replay: the requests' progress, the running
+    and waiting queues, the KV in use, and what each step carried. Each method is one part
+    of a step; `replay` calls them in the engine's order.
+
+    Token counts are whole numbers (exact as int or float), and the step's features and
+    `kv_used` are summed in request order, so each trajectory is the same to the bit
+    however the state is held.
+    """
+
+    __slots__ = (
+        "arrival_s",
+        "arrival_step",
+        "cap",
+        "clock",
+        "ends",
+        "feats",
+        "finish_step",
+        "first_step",
+        "generated",
+        "half_block",
+        "in_flight",
+        "kv_used",
+        "limits",
+        "n",
+        "need",
+        "next_request",
+        "order",
+        "out",
+        "out_list",
+        "preemptions",
+        "prefilled",
+        "prompt",
+        "rate",
+        "step_time",
+        "waiting",
+    )
+
+    def __init__(
+        self,
+        input_len: np.ndarray,
+        output_len: np.ndarray,
+        limits: EngineLimits,
+        client: Client,
+        step_time: StepFn | None,
+    ) -> None:
+        n = int(input_len.size)
+        self.n = n
+        self.limits = limits
+        self.rate = client.request_rate
+        self.cap = client.concurrency or n
+        self.step_time = step_time
+        # Per-request progress lives in Python lists: a step reads and bumps a few entries
+        # per running request, which costs several times less on a list than on an array
+        # scalar, and whole-number arithmetic (exact in both) gives the same features.
+        self.prompt: list[int] = input_len.astype(np.int64).tolist()
+        self.need: list[int] = list(self.prompt)  # prompt tokens to (re)compute
+        self.out = np.maximum(output_len.astype(np.int64), 1)
+        self.out_list: list[int] = self.out.tolist()
+        self.prefilled = [0] * n
+        self.generated = [0] * n
+        self.arrival_step = np.full(n, -1, np.int64)
+        self.first_step = np.full(n, -1, np.int64)
+        self.finish_step = np.full(n, -1, np.int64)
+        self.arrival_s = np.zeros(n) if client.request_rate else None
+        self.order: list[int] = []  # running requests, oldest admission first
+        self.waiting: deque[int] = deque()
+        self.next_request = 0
+        self.in_flight = 0
+        self.clock = 0.0
+        self.kv_used = 0.0
+        self.preemptions = 0
+        self.feats: list[tuple[float, ...]] = []
+        self.ends: list[float] = []
+        self.half_block = limits.block_size / 2
+
+    def arrive(self, step: int) -> None:
+        """Let the client send requests while it has room (on a clock: those now due)."""
+        rate, waiting = self.rate, self.waiting
+        while self.next_request < self.n and self.in_flight < self.cap:
+            if rate:
+                due = self.next_request / rate
+                if due > self.clock:
+                    break
+                self.arrival_s[self.next_request] = due  # type: ignore[index]
+            self.arrival_step[self.next_request] = step
+            waiting.append(self.next_request)
+            self.next_request += 1
+            self.in_flight += 1
+
+    def idle(self, step: int) -> None:
+        """Nothing to run: jump the clock to the next timed arrival."""
+        if self.rate:
+            self.clock = self.next_request / self.rate
+        self.arrive(step)
+
+    def schedule_v0(self) -> tuple[list[int], dict[int, int]]:
+        """V0 without chunked prefill: whole waiting prompts if any fit, else decode all."""
+        chunks = _v0_prefill(
+            self.waiting, self.order, self.need, self.limits, self.kv_used, self.half_block
+        )
+        if chunks:
+            return [], chunks
+        # No prompt was admitted, so the running set is what it was before the attempt.
+        return self._decoders(), chunks
+
+    def schedule(self) -> tuple[list[int], dict[int, int]]:
+        """V1: decode first, then partial prompts, then new ones, within the token budget."""
+        decoders = self._preempt_for_decode()
         chunks: dict[int, int] = {}
-        decoders = [i for i in order if prefilled[i] >= need[i]]
-        if v0_scheduler and not limits.chunked_prefill:
-            chunks = _v0_prefill(waiting, order, need, limits, kv_used, half_block)
-            if chunks:
-                decoders = []
-        else:
-            # Decode growth first: preempt the newest request while the KV would overflow.
-            while decoders and kv_used + len(decoders) + half_block * len(order) > limits.kv_tokens:
-                victim = order.pop()
-                kv_used -= prefilled[victim] + (generated[victim] if prefilled[victim] else 0)
-                need[victim] = input_len[victim] + generated[victim]
-                prefilled[victim] = 0
-                running[victim] = False
-                waiting.appendleft(victim)
-                preemptions += 1
-                decoders = [i for i in order if prefilled[i] >= need[i]]
-            budget = budget_tokens - len(decoders)
-            for i in order:
-                if budget <= 0:
-                    break
-                if prefilled[i] < need[i]:
-                    take = int(min(need[i] - prefilled[i], budget))
-                    chunks[i] = take
-                    budget -= take
-            while budget > 0 and waiting and len(order) < limits.max_num_seqs:
-                i = waiting[0]
-                take = int(min(need[i], budget))
-                if not limits.chunked_prefill and take < need[i]:
-                    break
-                if kv_used + take + half_block * (len(order) + 1) > limits.kv_tokens:
-                    break
-                waiting.popleft()
-                order.append(i)
-                running[i] = True
+        budget = self.limits.max_num_batched_tokens - len(decoders)
+        budget = self._continue_prefills(budget, chunks)
+        self._admit(budget, chunks)
+        return decoders, chunks
+
+    def _decoders(self) -> list[int]:
+        prefilled, need = self.prefilled, self.need
+        return [i for i in self.order if prefilled[i] >= need[i]]
+
+    def _preempt_for_decode(self) -> list[int]:
+        """This step's decoders, after preempting the newest running requests while their
+        decode growth would overflow the KV cache (vLLM recomputes a preempted request)."""
+        order, prefilled, generated = self.order, self.prefilled, self.generated
+        kv_tokens, half_block = self.limits.kv_tokens, self.half_block
+        decoders = self._decoders()
+        while decoders and self.kv_used + len(decoders) + half_block * len(order) > kv_tokens:
+            victim = order.pop()
+            self.kv_used -= prefilled[victim] + (generated[victim] if prefilled[victim] else 0)
+            self.need[victim] = self.prompt[victim] + generated[victim]
+            prefilled[victim] = 0
+            self.waiting.appendleft(victim)
+            self.preemptions += 1
+            decoders = self._decoders()
+        return decoders
+
+    def _continue_prefills(self, budget: int, chunks: dict[int, int]) -> int:
+        """Give running, partly prefilled prompts their next chunks; the budget left."""
+        prefilled, need = self.prefilled, self.need
+        for i in self.order:
+            if budget <= 0:
+                break
+            if prefilled[i] < need[i]:
+                take = int(min(need[i] - prefilled[i], budget))
                 chunks[i] = take
                 budget -= take
-                kv_used += 0  # counted below with the step's tokens
+        return budget
+
+    def _admit(self, budget: int, chunks: dict[int, int]) -> None:
+        """Start waiting requests, oldest first, while the budget, the sequence limit and
+        the KV cache allow (without chunked prefill, only whole prompts)."""
+        waiting, order, need, limits = self.waiting, self.order, self.need, self.limits
+        kv_used, half_block = self.kv_used, self.half_block
+        while budget > 0 and waiting and len(order) < limits.max_num_seqs:
+            i = waiting[0]
+            take = int(min(need[i], budget))
+            if not limits.chunked_prefill and take < need[i]:
+                break
+            # The KV the prompt takes is counted when the step runs (`advance`).
+            if kv_used + take + half_block * (len(order) + 1) > limits.kv_tokens:
+                break
+            waiting.popleft()
+            order.append(i)
+            chunks[i] = take
+            budget -= take
+
+    def record(self, decoders: list[int], chunks: dict[int, int]) -> None:
+        """Note the step's features (and, on a clock, its end time)."""
+        prefilled, generated = self.prefilled, self.generated
         d = len(decoders)
         ctx = float(sum(int(prefilled[i] + generated[i]) for i in decoders)) if d else 0.0
         p = float(sum(chunks.values()))
@@ -220,13 +329,23 @@ def replay(
         starting = sum(1 for i in chunks if prefilled[i] == 0 and generated[i] == 0)
         if seqs == 0:  # nothing fits: a prompt larger than the whole KV cache
             raise ValueError("a request needs more KV than the engine has")
-        feats.append((d, ctx, p, pairs, seqs, starting, len(order)))
-        if step_time is not None:
-            clock += step_time(d, ctx, p, pairs, seqs, starting)
-            ends.append(clock)
+        self.feats.append((d, ctx, p, pairs, seqs, starting, len(self.order)))
+        if self.step_time is not None:
+            self.clock += self.step_time(d, ctx, p, pairs, seqs, starting)
+            self.ends.append(self.clock)
+
+    def advance(self, step: int, decoders: list[int], chunks: dict[int, int]) -> None:
+        """Run the step: each decoder gains a token, each chunk's tokens enter the KV, and a
+        prompt whose last chunk ran yields its first token."""
+        prefilled, generated, need, first_step = (
+            self.prefilled,
+            self.generated,
+            self.need,
+            self.first_step,
+        )
         for i in decoders:
             generated[i] += 1
-        kv_used += d + p
+        kv_used = self.kv_used + (len(decoders) + float(sum(chunks.values())))
         for i, c in chunks.items():
             prefilled[i] += c
             if prefilled[i] >= need[i]:
@@ -234,42 +353,46 @@ def replay(
                 kv_used += 1
                 if first_step[i] < 0:
                     first_step[i] = step
-        done = [i for i in order if generated[i] >= out[i]]
-        if done:
-            for i in done:
-                finish_step[i] = step
-                running[i] = False
-                kv_used -= prefilled[i] + generated[i]
-            gone = set(done)
-            order = [i for i in order if i not in gone]
-            in_flight -= len(done)
-        step += 1
-        arrive(step)
-    if step >= MAX_STEPS:
-        raise ValueError("the replay did not finish: the engine cannot make progress")
-    arr = np.asarray(feats, dtype=float).reshape(-1, 7)
-    return Trajectory(
-        decode=arr[:, 0],
-        decode_context=arr[:, 1],
-        prefill=arr[:, 2],
-        prefill_pairs=arr[:, 3],
-        seqs=arr[:, 4],
-        new_requests=arr[:, 5],
-        running=arr[:, 6],
-        arrival_step=arrival_step,
-        first_step=first_step,
-        finish_step=finish_step,
-        output_len=out,
-        preemptions=preemptions,
-        step_end_s=np.asarray(ends) if step_time is not None else None,
-        arrival_s=arrival_s,
-    )
+        self.kv_used = kv_used
+
+    def finish(self, step: int) -> None:
+        """Retire the requests that have all their output tokens, freeing their KV."""
+        generated, out = self.generated, self.out_list
+        done = [i for i in self.order if generated[i] >= out[i]]
+        if not done:
+            return
+        prefilled, finish_step = self.prefilled, self.finish_step
+        for i in done:
+            finish_step[i] = step
+            self.kv_used -= prefilled[i] + generated[i]
+        gone = set(done)
+        self.order = [i for i in self.order if i not in gone]
+        self.in_flight -= len(done)
+
+    def trajectory(self) -> Trajectory:
+        arr = np.asarray(self.feats, dtype=float).reshape(-1, 7)
+        return Trajectory(
+            decode=arr[:, 0],
+            decode_context=arr[:, 1],
+            prefill=arr[:, 2],
+            prefill_pairs=arr[:, 3],
+            seqs=arr[:, 4],
+            new_requests=arr[:, 5],
+            running=arr[:, 6],
+            arrival_step=self.arrival_step,
+            first_step=self.first_step,
+            finish_step=self.finish_step,
+            output_len=self.out,
+            preemptions=self.preemptions,
+            step_end_s=np.asarray(self.ends) if self.step_time is not None else None,
+            arrival_s=self.arrival_s,
+        )
 
 
 def _v0_prefill(
     waiting: deque[int],
     order: list[int],
-    need: np.ndarray,
+    need: list[int],
     limits: EngineLimits,
     kv_used: float,
     half_block: float,

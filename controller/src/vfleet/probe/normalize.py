@@ -27,6 +27,7 @@ file, the field and what it should hold.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -159,14 +160,10 @@ def normalize(
     return facts
 
 
-def _from_probe(raw: dict[str, Any], host: str | None) -> dict[str, Any]:
-    host = str(raw.get("host") or host or "?")
-    errors = [str(e) for e in raw.get("errors") or []]
-    notes: list[str] = []
-
-    def bad(what: str) -> UserError:
-        return UserError(f"facts for host {host}: {what}: rerun the topology probe on it")
-
+def _gpu_reports(
+    raw: dict[str, Any], errors: list[str], bad: Callable[[str], UserError]
+) -> tuple[SmiReport, TopoMatrix | None]:
+    """nvidia-smi -q -x and topo -m, parsed, and checked to describe the same GPUs."""
     smi_xml = _command(raw, "nvidia_smi_query")
     smi = SmiReport(None, None, ())
     if smi_xml is None and not errors:
@@ -188,6 +185,39 @@ def _from_probe(raw: dict[str, Any], host: str | None) -> dict[str, Any]:
             f"nvidia-smi -q lists {len(smi.gpus)} GPUs but topo -m {len(topo.gpus)} "
             "(field topology.matrix)"
         )
+    return smi, topo
+
+
+def _nvlink_fabric(smi: SmiReport, notes: list[str]) -> tuple[GpuFabric, bool]:
+    """The first GPU's fabric record, and whether the GPUs form one multi-node NVLink domain."""
+    fabrics = [g.fabric for g in smi.gpus]
+    fabric = fabrics[0] if fabrics else GpuFabric()
+    multi_node = bool(fabrics) and all(f.multi_node for f in fabrics)
+    if multi_node and len({(f.clique_id, f.cluster_uuid) for f in fabrics}) > 1:
+        notes.append("GPUs report different NVLink cliques: not treated as one NVLink domain")
+        multi_node = False
+    return fabric, multi_node
+
+
+def _intra_link(
+    topo: TopoMatrix | None, smi: SmiReport, switch_evidence: bool
+) -> tuple[str | None, str]:
+    if topo is not None:
+        return classify_intra(topo, switch_evidence)
+    if len(smi.gpus) == 1:
+        return "none", "one GPU: no GPU-to-GPU link"
+    return None, "nvidia-smi topo -m was not captured"
+
+
+def _from_probe(raw: dict[str, Any], host: str | None) -> dict[str, Any]:
+    host = str(raw.get("host") or host or "?")
+    errors = [str(e) for e in raw.get("errors") or []]
+    notes: list[str] = []
+
+    def bad(what: str) -> UserError:
+        return UserError(f"facts for host {host}: {what}: rerun the topology probe on it")
+
+    smi, topo = _gpu_reports(raw, errors, bad)
 
     sysfs = raw.get("sysfs") or {}
     files = raw.get("files") or {}
@@ -204,20 +234,9 @@ def _from_probe(raw: dict[str, Any], host: str | None) -> dict[str, Any]:
     fm_state = (_command(raw, "fabricmanager") or "").strip()
     fabric_manager = fm_state == "active"
 
-    fabrics = [g.fabric for g in smi.gpus]
-    fabric = fabrics[0] if fabrics else GpuFabric()
-    multi_node = bool(fabrics) and all(f.multi_node for f in fabrics)
-    if multi_node and len({(f.clique_id, f.cluster_uuid) for f in fabrics}) > 1:
-        notes.append("GPUs report different NVLink cliques: not treated as one NVLink domain")
-        multi_node = False
-
+    fabric, multi_node = _nvlink_fabric(smi, notes)
     switch_evidence = bool(nvswitch_devices) or fabric_manager or multi_node
-    if topo is not None:
-        intra_link, reason = classify_intra(topo, switch_evidence)
-    elif len(smi.gpus) == 1:
-        intra_link, reason = "none", "one GPU: no GPU-to-GPU link"
-    else:
-        intra_link, reason = None, "nvidia-smi topo -m was not captured"
+    intra_link, reason = _intra_link(topo, smi, switch_evidence)
 
     default_if = default_route_interface(files.get("/proc/net/route"))
     route_source = (raw.get("route_to") or {}).get("source")
