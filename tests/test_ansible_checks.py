@@ -13,7 +13,7 @@ import pytest
 
 from vfleet.deploy import argspecs, envcheck
 from vfleet.errors import UserError
-from vfleet.spec.files import Vaulted
+from vfleet.inputs.files import Vaulted
 
 REPO = Path(__file__).resolve().parents[1]
 ROLE_GROUPS = "".join(

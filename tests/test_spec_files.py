@@ -1,4 +1,4 @@
-"""The reading foundation (vfleet.spec.files and validate) and the model config reader built
+"""The reading foundation (vfleet.inputs.files and validate) and the model config reader built
 on it: every refusal is one UserError line naming the file."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from vfleet.catalog.models import catalog_entry, catalog_ids, load_model
 from vfleet.catalog.modelspec import load_config_file, spec_from_config
 from vfleet.errors import UserError
-from vfleet.spec.base import StrictModel
-from vfleet.spec.files import MAX_BYTES, load_json, load_yaml, parse_json, parse_yaml, read_text
-from vfleet.spec.validate import validate
+from vfleet.inputs.base import StrictModel
+from vfleet.inputs.files import MAX_BYTES, load_json, load_yaml, parse_json, parse_yaml, read_text
+from vfleet.inputs.validate import validate
 
 
 def _one_line(exc: pytest.ExceptionInfo[UserError]) -> str:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from vfleet.cli import main as cli
 from vfleet.errors import UserError
-from vfleet.spec.files import Document
+from vfleet.inputs.files import Document
 from vfleet.spec.plan import Plan, load_plan, parse_plan
 
 CLUSTERS = Path(__file__).resolve().parents[1] / "examples" / "clusters"

@@ -8,13 +8,13 @@ import pytest
 
 from vfleet.deploy import envcheck
 from vfleet.errors import UserError
+from vfleet.inputs.files import parse_yaml
 from vfleet.spec.deploy import (
     check_deploy_vars,
     check_inventory,
     check_no_plain_secrets,
     looks_like_token,
 )
-from vfleet.spec.files import parse_yaml
 
 TOKENS = [
     ("vllm_hf_token", "hf_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z"),

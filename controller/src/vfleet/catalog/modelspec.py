@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from vfleet.errors import UserError
-from vfleet.spec.files import parse_json, read_text
+from vfleet.inputs.files import parse_json, read_text
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp16": 2, "bf16": 2, "half": 2}
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from vfleet.errors import UserError
+from vfleet.inputs.files import load_yaml
 from vfleet.spec.deploy import is_templated
-from vfleet.spec.files import load_yaml
 
 _TEXT_TYPES = ("str", "path")
 

@@ -24,8 +24,8 @@ from vfleet.deploy import argspecs, pins
 from vfleet.deploy.bundle import bundle_root
 from vfleet.deploy.inventory import Host, ansible_hosts, ansible_inventory
 from vfleet.errors import UserError
+from vfleet.inputs.files import Vaulted, load_yaml
 from vfleet.spec import deploy as spec
-from vfleet.spec.files import Vaulted, load_yaml
 
 # The role-named groups the playbooks run on; an inventory without one would skip a stage.
 ROLE_GROUPS = (

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vfleet.errors import UserError
-from vfleet.spec.files import Vaulted
+from vfleet.inputs.files import Vaulted
 
 _REFUSED = re.compile(r"Failed to parse inventory with 'yaml' plugin: (.*)")
 

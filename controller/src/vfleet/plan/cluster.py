@@ -35,8 +35,8 @@ from typing import Any
 
 from vfleet.catalog.gpus import Gpu
 from vfleet.errors import UserError
+from vfleet.inputs.files import load_yaml
 from vfleet.spec.cluster import CheckedCluster, check_cluster, checked_from_dict
-from vfleet.spec.files import load_yaml
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from vfleet.errors import UserError
-from vfleet.spec.files import Document, load_yaml
+from vfleet.inputs.files import Document, load_yaml
 from vfleet.spec.workload import LengthDoc, SloDoc, check_workload, fail
 
 

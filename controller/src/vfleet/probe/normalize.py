@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from vfleet.errors import UserError
+from vfleet.inputs.files import Document, parse_json, read_text
+from vfleet.inputs.validate import validate
 from vfleet.probe.gpu_tools import (
     GpuFabric,
     SmiReport,
@@ -50,8 +52,6 @@ from vfleet.probe.network import (
     parse_net_records,
 )
 from vfleet.spec.facts import FACTS_SCHEMA, FactsModel
-from vfleet.spec.files import Document, parse_json, read_text
-from vfleet.spec.validate import validate
 
 PROBE_SCHEMA = "vfleet.probe/1"
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from vfleet.errors import UserError
+from vfleet.inputs.values import check_address, check_label
 from vfleet.plan.cluster import ClusterSpec, Node
 from vfleet.render.types import Placement
-from vfleet.spec.values import check_address, check_label
 
 
 def check_plan_matches_cluster(plan: dict[str, Any], cluster: ClusterSpec) -> None:

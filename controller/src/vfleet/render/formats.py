@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vfleet.errors import UserError
+from vfleet.inputs.values import check_env_key, check_unit_path
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -31,10 +32,6 @@ if TYPE_CHECKING:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Characters every format takes bare (shlex's own safe set, without quoting).
 _PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./-]*")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# What a unit path may hold: WorkingDirectory= and EnvironmentFile= take it verbatim while
-# ReadWritePaths= splits on spaces and unquotes, so only text all three read alike.
-_UNIT_PATH = re.compile(r"/[A-Za-z0-9_@%+=:,./-]*")
 
 
 class Shell(str):
@@ -74,16 +71,6 @@ def unit_text(value: Any) -> Unit:
     return Unit(_text(value, "a systemd unit").replace("%", "%%"))
 
 
-def check_unit_path(value: str) -> str:
-    """The value check behind `unit_path`, for pydantic and argparse alike."""
-    if not _UNIT_PATH.fullmatch(value):
-        raise ValueError(
-            "must be an absolute path of letters, digits and _@%+=:,./- only (it goes into "
-            "systemd unit directives that cannot quote spaces, quotes, backslashes or $)"
-        )
-    return value
-
-
 def unit_path(value: Any) -> Unit:
     """A path for ExecStart=, WorkingDirectory=, EnvironmentFile=, ReadWritePaths=."""
     text = _text(value, "a systemd unit")
@@ -92,12 +79,6 @@ def unit_path(value: Any) -> Unit:
     except ValueError as exc:
         raise UserError(f"{text[:60]!r} {exc}: choose a plainer path") from None
     return Unit(text.replace("%", "%%"))
-
-
-def check_env_key(value: str) -> str:
-    if not _IDENTIFIER.fullmatch(value):
-        raise ValueError("must be a shell identifier: letters, digits and _ (e.g. NCCL_DEBUG)")
-    return value
 
 
 def env_key(value: Any) -> EnvFile:

@@ -10,14 +10,14 @@ from pydantic import ValidationError
 
 from vfleet.catalog.flags import FlagSet
 from vfleet.errors import UserError
+from vfleet.inputs.files import Document
+from vfleet.inputs.validate import describe
 from vfleet.plan.cluster import ClusterSpec
 from vfleet.render.engines import render
 from vfleet.render.files import render_files
 from vfleet.render.types import Rendered, RenderOptions
 from vfleet.render.write import check_out, write_render
-from vfleet.spec.files import Document
 from vfleet.spec.render import RenderArgs
-from vfleet.spec.validate import describe
 
 
 def engines_per_host(plan: dict[str, Any]) -> int:

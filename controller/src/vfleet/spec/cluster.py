@@ -18,10 +18,10 @@ from pydantic import AfterValidator, Field
 
 from vfleet.catalog.gpus import Gpu, resolve_gpu
 from vfleet.errors import UserError
-from vfleet.spec.base import StrictModel
-from vfleet.spec.files import Document, Path_
-from vfleet.spec.validate import validate
-from vfleet.spec.values import Address, Interface, Label
+from vfleet.inputs.base import StrictModel
+from vfleet.inputs.files import Document, Path_
+from vfleet.inputs.validate import validate
+from vfleet.inputs.values import Address, Interface, Label
 
 INTRA_LINKS = ("nvswitch", "nvlink-pairs", "pcie")
 FABRICS = ("infiniband", "roce", "ethernet", "nvlink")

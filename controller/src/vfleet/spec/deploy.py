@@ -24,11 +24,11 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
 from vfleet.errors import UserError
-from vfleet.spec.base import StrictModel
-from vfleet.spec.files import Document, Path_, Vaulted
+from vfleet.inputs.base import StrictModel
+from vfleet.inputs.files import Document, Path_, Vaulted
+from vfleet.inputs.validate import validate
+from vfleet.inputs.values import AbsPath, Address, Cidr, Label, Port, check_abs_path
 from vfleet.spec.plan import BlockSize, Version
-from vfleet.spec.validate import validate
-from vfleet.spec.values import AbsPath, Address, Cidr, Label, Port, check_abs_path
 
 TEMPLATE = re.compile(r"{{|{%")
 WORKLOAD_PRESETS = ("chat", "rag", "batch")

@@ -12,10 +12,10 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from vfleet.spec.base import StrictModel
-from vfleet.spec.files import load_json
-from vfleet.spec.validate import validate
-from vfleet.spec.values import Address, Label, Port, check_address
+from vfleet.inputs.base import StrictModel
+from vfleet.inputs.files import load_json
+from vfleet.inputs.validate import validate
+from vfleet.inputs.values import Address, Label, Port, check_address
 
 
 def check_url(value: str) -> str:

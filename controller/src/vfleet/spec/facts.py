@@ -18,8 +18,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 from pydantic_core import CoreSchema, core_schema
 
-from vfleet.spec.base import StrictModel
-from vfleet.spec.values import Address, Interface, Label
+from vfleet.inputs.base import StrictModel
+from vfleet.inputs.values import Address, Interface, Label
 
 FACTS_SCHEMA = "vfleet.facts/1"
 MAX_GPUS = 72  # a GB200 NVL72 rack seen as one host
@@ -32,7 +32,7 @@ MAX_TEXT = 4096
 _DEVICE = r"^[A-Za-z0-9_.-]{1,32}$"  # mlx5_0, ibp24s0: NCCL_IB_HCA takes them
 _FLAG = r"^--[a-z0-9][a-z0-9-]{0,98}$"
 _GPU_KEY = r"^GPU(?:[0-9]|[1-6][0-9]|7[01])$"  # GPU0 to GPU71
-_IFNAME = r"^[A-Za-z0-9_.:@-]{1,15}$"  # the charset of vfleet.spec.values.Interface
+_IFNAME = r"^[A-Za-z0-9_.:@-]{1,15}$"  # the charset of vfleet.inputs.values.Interface
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _IPV4 = rf"^{_OCTET}(?:\.{_OCTET}){{3}}$"
 _VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}")
@@ -70,7 +70,7 @@ GpuKey = Annotated[
     str, Matches(_GPU_KEY, "must be a GPU column of nvidia-smi topo -m (GPU0-GPU71)")
 ]
 Ipv4 = Annotated[str, Matches(_IPV4, "must be an IPv4 address (e.g. 10.0.0.11)")]
-NetIf = Annotated[  # the rule of vfleet.spec.values.Interface, for the many NICs of a host
+NetIf = Annotated[  # the rule of vfleet.inputs.values.Interface, for the many NICs of a host
     str, Matches(_IFNAME, "must be a Linux interface name of 1-15 characters (e.g. eth0, ens5f0)")
 ]
 Text = Annotated[str, Field(max_length=MAX_TEXT)]

@@ -1,4 +1,4 @@
-"""argparse `type=` callables for vfleet's flags, built on vfleet.spec.values.
+"""argparse `type=` callables for vfleet's flags, built on vfleet.inputs.values.
 
 A bad value fails inside argparse, so the user gets argparse's one line ("argument
 --tp: ...") which the CLI turns into exit code 2. Every number is finite and bounded: an
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vfleet.errors import UserError
-from vfleet.spec.values import check_address
+from vfleet.inputs.values import check_address
 
 if TYPE_CHECKING:
     from vfleet.catalog.modelspec import ModelSpec

@@ -18,10 +18,10 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from vfleet.errors import UserError
-from vfleet.spec.base import StrictModel
-from vfleet.spec.files import load_json
-from vfleet.spec.validate import validate
-from vfleet.spec.values import Address, Label
+from vfleet.inputs.base import StrictModel
+from vfleet.inputs.files import load_json
+from vfleet.inputs.validate import validate
+from vfleet.inputs.values import Address, Label
 
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's --block-size choices (CPU build: 128)
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")

@@ -18,9 +18,8 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from vfleet.catalog.flags import FlagSet, _registry
 from vfleet.errors import UserError
-from vfleet.render.formats import check_env_key, check_unit_path
-from vfleet.spec.base import StrictModel
-from vfleet.spec.values import AbsPath, Port
+from vfleet.inputs.base import StrictModel
+from vfleet.inputs.values import AbsPath, Port, check_env_key, check_unit_path
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NUMBER = re.compile(r"-\d+(\.\d*)?([eE][-+]?\d+)?")  # a negative value, not a flag

@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
 
+from vfleet.inputs.base import StrictModel
 from vfleet.spec import flags
-from vfleet.spec.base import StrictModel
 
 # Kept equal to vfleet.budget.speculative.METHODS and MAX_TOKENS (cli/budget.py checks):
 # spec/ sits below budget/ and does not import it.

@@ -13,9 +13,9 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from vfleet.errors import UserError
-from vfleet.spec.base import StrictModel
-from vfleet.spec.files import Document, Path_
-from vfleet.spec.validate import validate
+from vfleet.inputs.base import StrictModel
+from vfleet.inputs.files import Document, Path_
+from vfleet.inputs.validate import validate
 
 PRESET_NAMES = ("chat", "rag", "batch")  # vfleet.plan.workload.PRESETS, checked by a test
 MAX_TOKENS = 10_000_000

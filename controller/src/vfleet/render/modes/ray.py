@@ -7,7 +7,7 @@ Every host runs a Ray unit (head or worker, ports pinned by RayPorts); only the 
 from __future__ import annotations
 
 from vfleet.errors import UserError
-from vfleet.render.formats import check_unit_path
+from vfleet.inputs.values import check_unit_path
 from vfleet.render.modes.base import Replica
 from vfleet.render.types import EngineOnHost
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from vfleet.errors import UserError
-from vfleet.spec.files import Document, Path_
+from vfleet.inputs.files import Document, Path_
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -73,3 +73,25 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 Count = Annotated[int, Field(ge=1)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# What a unit path may hold: WorkingDirectory= and EnvironmentFile= take it verbatim while
+# ReadWritePaths= splits on spaces and unquotes, so only text all three read alike.
+_UNIT_PATH = re.compile(r"/[A-Za-z0-9_@%+=:,./-]*")
+
+
+def check_unit_path(value: str) -> str:
+    """The value check behind `unit_path`, for pydantic and argparse alike."""
+    if not _UNIT_PATH.fullmatch(value):
+        raise ValueError(
+            "must be an absolute path of letters, digits and _@%+=:,./- only (it goes into "
+            "systemd unit directives that cannot quote spaces, quotes, backslashes or $)"
+        )
+    return value
+
+
+def check_env_key(value: str) -> str:
+    if not _IDENTIFIER.fullmatch(value):
+        raise ValueError("must be a shell identifier: letters, digits and _ (e.g. NCCL_DEBUG)")
+    return value
