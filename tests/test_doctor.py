@@ -1,13 +1,9 @@
 """`vfleet doctor` reasoning on recorded-style inputs (the engine tests drive a real server)."""
 
-from vfleet.observe.doctor import (
-    EngineConfig,
-    config_from_log,
-    log_diagnoses,
-    metric_diagnoses,
-    observe,
-)
+from vfleet.observe.doctor import metric_diagnoses, observe
+from vfleet.observe.findings import EngineConfig, config_from_log
 from vfleet.observe.metrics import parse
+from vfleet.observe.startup import log_diagnoses
 
 BASE = """
 vllm:num_requests_running{{engine="0",model_name="m"}} {running}

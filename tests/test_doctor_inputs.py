@@ -10,13 +10,8 @@ import pytest
 from vfleet.cli import doctor as cli_doctor
 from vfleet.cli import main as cli
 from vfleet.errors import UserError
-from vfleet.observe.doctor import (
-    EngineConfig,
-    config_from_log,
-    config_from_plan,
-    observe,
-    report_text,
-)
+from vfleet.observe.doctor import observe, report_text
+from vfleet.observe.findings import EngineConfig, config_from_log, config_from_plan
 from vfleet.observe.metrics import parse
 
 GOOD = 'vllm:num_requests_running{engine="0"} 3\nvllm:num_requests_waiting{engine="0"} 0\n'

@@ -139,7 +139,7 @@ def _served_model(models: list[str], path: Path) -> str:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from vfleet.observe import doctor, metrics
+    from vfleet.observe import doctor, findings, metrics, startup
     from vfleet.spec.endpoints import load_endpoints
 
     endpoints = list(args.endpoint)
@@ -154,11 +154,11 @@ def run(args: argparse.Namespace) -> int:
     if not endpoints and not args.log and not args.journal:
         raise UserError("give at least one --endpoint (or --log/--journal) to diagnose")
     log = _read_logs(args)
-    cfg = doctor.config_from_log(log)
+    cfg = findings.config_from_log(log)
     if args.plan:
         from vfleet.spec.plan import load_plan
 
-        cfg = doctor.merge(cfg, doctor.config_from_plan(load_plan(args.plan), str(args.plan)))
+        cfg = findings.merge(cfg, findings.config_from_plan(load_plan(args.plan), str(args.plan)))
     if args.max_num_seqs:
         cfg.max_num_seqs, cfg.source = args.max_num_seqs, "--max-num-seqs"
     obs = None
@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
                 time.sleep(min(step, max(0.0, deadline - time.monotonic())))
                 samples.append(scrape())
         obs = doctor.observe(samples)
-    found = doctor.log_diagnoses(log, cfg) + (doctor.metric_diagnoses(obs, cfg) if obs else [])
+    found = startup.log_diagnoses(log, cfg) + (doctor.metric_diagnoses(obs, cfg) if obs else [])
     if args.json:
         print(json.dumps(doctor.report_json(obs, cfg, found), indent=2))
     else:

@@ -8,38 +8,15 @@ The seed chapter's last two questions, answered from the running system:
 
 from __future__ import annotations
 
-import ast
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from vfleet.errors import UserError
+from vfleet.observe.findings import Diagnosis, EngineConfig
 from vfleet.observe.metrics import Snapshot
 
 HEADROOM = 0.9
 # A decode step that carries a whole prefill shows as an inter-token p99 several times p50.
 ITL_TAIL_RATIO = 3.0
-
-
-@dataclass
-class EngineConfig:
-    """What the engine was started with, from the plan or its own start-up log."""
-
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    enable_chunked_prefill: bool | None = None
-    gpu_memory_utilization: float | None = None
-    max_model_len: int | None = None
-    source: str = "unknown"
-
-
-@dataclass
-class Diagnosis:
-    id: str
-    title: str
-    evidence: list[str]
-    first_knob: str
-    more: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -138,71 +115,6 @@ def _info_count(info: dict[str, str], key: str, notes: list[str]) -> int | None:
     return None
 
 
-_NON_DEFAULT = re.compile(r"non-default args: (\{.{0,20000}\})")
-_COUNTS = ("max_num_seqs", "max_num_batched_tokens", "max_model_len")
-
-
-def _typed(name: str, value: object) -> bool:
-    """Whether `value` is what the engine could have been started with for `name`."""
-    if name == "enable_chunked_prefill":
-        return isinstance(value, bool)
-    if name == "gpu_memory_utilization":
-        return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1
-    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 40
-
-
-def config_from_log(log: str) -> EngineConfig:
-    """vLLM (0.9+) logs the arguments that differ from defaults at start-up. A line that is
-    not a dict literal, or a value of the wrong type, is not that line: skipped."""
-    cfg = EngineConfig()
-    for match in _NON_DEFAULT.finditer(log):
-        try:
-            args = ast.literal_eval(match.group(1))
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
-        if not isinstance(args, dict):
-            continue
-        for name in (*_COUNTS, "enable_chunked_prefill", "gpu_memory_utilization"):
-            if name in args and _typed(name, args[name]):
-                setattr(cfg, name, args[name])
-        cfg.source = "the engine's start-up log"
-    return cfg
-
-
-def config_from_plan(plan: object, source: str = "the plan") -> EngineConfig:
-    """The engine settings in a plan from `vfleet plan --out`; a wrong type is an error
-    naming the field (the diagnosis would be built on it)."""
-    if not isinstance(plan, dict):
-        raise UserError(f"{source} is not a vfleet plan (a JSON object): pass `vfleet plan --out`")
-    cfg = EngineConfig(source="the deployed plan")
-    for name in (*_COUNTS, "enable_chunked_prefill", "gpu_memory_utilization"):
-        value = plan.get(name)
-        if value is None:
-            continue
-        if not _typed(name, value):
-            want = {
-                "enable_chunked_prefill": "true or false",
-                "gpu_memory_utilization": "a fraction in (0, 1]",
-            }.get(name, "a whole number >= 1")
-            raise UserError(f"{source}: {name} must be {want}, got {str(value)[:40]!r}")
-        setattr(cfg, name, value)
-    return cfg
-
-
-def merge(primary: EngineConfig, fallback: EngineConfig) -> EngineConfig:
-    out = EngineConfig(source=primary.source if primary.source != "unknown" else fallback.source)
-    for name in (
-        "max_num_seqs",
-        "max_num_batched_tokens",
-        "enable_chunked_prefill",
-        "gpu_memory_utilization",
-        "max_model_len",
-    ):
-        value = getattr(primary, name)
-        setattr(out, name, value if value is not None else getattr(fallback, name))
-    return out
-
-
 def kv_cap(obs: Observation) -> int | None:
     """Sequences the engine's KV holds at the observed mean context, with 10% headroom."""
     if not obs.kv_tokens or not obs.mean_context:
@@ -217,93 +129,6 @@ def _ms(seconds: float | None) -> str:
 # ---- log signals -------------------------------------------------------------------------
 # Numbers as vLLM prints them, bounded so that int()/float() always take them and a long
 # hostile log cannot make a lazy `.*?` scan quadratic.
-_NUM = r"(\d{1,12}(?:\.\d{1,12})?)"
-_FREE_MEM = re.compile(
-    rf"Free memory on device.{{0,200}}?\({_NUM}/{_NUM} GiB\).{{0,400}}?utilization "
-    rf"\({_NUM}, {_NUM} GiB\)"
-)
-_TOO_LONG = re.compile(
-    r"max seq len \((\d{1,18})\) is larger than the maximum number of tokens "
-    r"that can be stored in KV cache \((\d{1,18})\)"
-)
-_NEEDS_KV = re.compile(
-    rf"{_NUM} GiB KV cache is needed.{{0,2000}}?available KV cache memory \({_NUM} GiB\)",
-    re.S,
-)
-_OOM = re.compile(r"(CUDA out of memory|torch\.OutOfMemoryError|OutOfMemoryError)")
-_NO_BLOCKS = re.compile(r"No available memory for the cache blocks")
-
-
-def log_diagnoses(log: str, cfg: EngineConfig) -> list[Diagnosis]:
-    found: list[Diagnosis] = []
-    m = _FREE_MEM.search(log)
-    if m and float(m.group(2)) > 0:
-        free, total, util, want = (float(x) for x in m.groups())
-        target = max(0.05, round(free / total - 0.01, 2))
-        found.append(
-            Diagnosis(
-                "oom_at_start",
-                "Start-up refused: other processes hold GPU memory",
-                [
-                    f"free {free:.2f} of {total:.2f} GiB at start-up, utilization {util} wants "
-                    f"{want:.2f} GiB"
-                ],
-                f"lower --gpu-memory-utilization from {util} to {target} (what is free), or free "
-                "the GPU from the other process",
-            )
-        )
-    if m := _TOO_LONG.search(log):
-        want, have = int(m.group(1)), int(m.group(2))
-        found.append(
-            Diagnosis(
-                "kv_too_small",
-                "Start-up refused: one request at max-model-len does not fit the KV",
-                [f"max-model-len {want} tokens, KV cache holds {have} tokens"],
-                f"lower --max-model-len from {want} to at most {have}, or raise "
-                "--gpu-memory-utilization / use --kv-cache-dtype fp8 / add TP or PP",
-            )
-        )
-    elif (m := _NEEDS_KV.search(log)) and float(m.group(1)) > 0:
-        need, free = float(m.group(1)), float(m.group(2))
-        found.append(
-            Diagnosis(
-                "kv_too_small",
-                "Start-up refused: one request at max-model-len does not fit the KV",
-                [f"needs {need:.2f} GiB of KV for one request, {free:.2f} GiB available"],
-                f"lower --max-model-len by {(1 - free / need) * 100:.0f}% or more, or raise "
-                "--gpu-memory-utilization",
-            )
-        )
-    if _OOM.search(log) or _NO_BLOCKS.search(log):
-        mnbt = cfg.max_num_batched_tokens
-        knob = (
-            f"lower --max-num-batched-tokens from {mnbt} to {max(512, mnbt // 2)}"
-            if mnbt
-            else "lower --max-num-batched-tokens (the profile run's activation peak)"
-        )
-        configured = cfg.gpu_memory_utilization
-        found.append(
-            Diagnosis(
-                "oom_at_start",
-                "Out of memory while profiling or allocating the KV cache",
-                ["the log reports a CUDA/torch out-of-memory error or no memory for KV blocks"],
-                knob
-                + (
-                    f", or lower --gpu-memory-utilization from {configured} to "
-                    f"{configured - 0.03:.2f}"
-                    if configured
-                    else ""
-                ),
-                [
-                    "`vfleet budget` with the same flags shows which term (weights, activation, "
-                    "non-torch, CUDA graphs) takes the memory"
-                ],
-            )
-        )
-    return found
-
-
-# ---- metric signals ----------------------------------------------------------------------
 def metric_diagnoses(obs: Observation, cfg: EngineConfig) -> list[Diagnosis]:
     found: list[Diagnosis] = []
     cap = kv_cap(obs)
