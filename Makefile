@@ -87,6 +87,7 @@ bench: setup engine oracle-sources ## Print the benchmark numbers (accuracy, ora
 	$(VENV)/bin/python bench/kv_oracle.py
 	$(VENV)/bin/python bench/budget_speed.py
 	$(VENV)/bin/python bench/plan_speed.py
+	$(VENV)/bin/python bench/plan_render_flow.py
 	$(VENV)/bin/python bench/perf_accuracy.py
 
 bench-aic: setup ## Score our plans with NVIDIA AIConfigurator (installs it, ~850 MB)

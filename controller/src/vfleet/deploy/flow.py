@@ -21,7 +21,7 @@ from vfleet.plan.make import PlanRequest, PlanResult, make_plan
 from vfleet.plan.search import Pinned
 from vfleet.plan.workload import load_workload
 from vfleet.probe.to_cluster import cluster_from_facts, load_facts_dir
-from vfleet.render.request import render_into, render_options
+from vfleet.render.request import default_values, render_into, render_options
 from vfleet.render.types import Rendered
 
 HOST_API_KEY_FILE = "/etc/vfleet/secrets/api-key"  # vllm_launch_api_key_file's default
@@ -100,19 +100,11 @@ def render(ctx: Context, plan_doc: dict[str, Any], cluster: ClusterSpec) -> Rend
     """Launch scripts, units and env files for every host into artifacts/<env>/launch."""
     start = time.monotonic()
     print("==> render", flush=True)
-    given: dict[str, Any] = {
-        "--model-path": ctx.var("vfleet_model_dir_on_hosts"),
-        "--served-model-name": ctx.var("vfleet_served_model_name", plan_doc["model"]),
-        "--vllm-bin": str(ctx.var("vllm_venv", "/opt/vfleet/vllm")) + "/bin/vllm",
-        "--port": 8000,
-        "--backend": "auto",
-        "--api-key-file": None,
-        "--install-dir": "/etc/vfleet",
-        "--extra-arg": list(ctx.var("vfleet_render_extra_args") or []),
-        "--env": [],
-        "--draft-model-path": None,
-        "--plan": "plan.json",
-    }
+    given = default_values(plan_doc)
+    given["--model-path"] = ctx.var("vfleet_model_dir_on_hosts")
+    given["--served-model-name"] = ctx.var("vfleet_served_model_name", plan_doc["model"])
+    given["--vllm-bin"] = str(ctx.var("vllm_venv", "/opt/vfleet/vllm")) + "/bin/vllm"
+    given["--extra-arg"] = list(ctx.var("vfleet_render_extra_args") or [])
     if ctx.api_key_file:
         # Where vllm_launch writes the key on the hosts; the unit reads it at start.
         on_hosts = str(ctx.var("vllm_launch_api_key_file", HOST_API_KEY_FILE))

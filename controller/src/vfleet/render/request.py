@@ -20,6 +20,25 @@ from vfleet.render.write import check_out, write_render
 from vfleet.spec.render import RenderArgs
 
 
+def default_values(plan: dict[str, Any]) -> dict[str, Any]:
+    """`vfleet render`'s defaults for this plan, by flag name: what a caller that sets only
+    some values (the deploy, from group_vars) starts from."""
+    name = plan["model"].rstrip("/").split("/")[-1]
+    return {
+        "--model-path": f"/srv/models/{name}",
+        "--served-model-name": plan["model"],
+        "--vllm-bin": "/opt/vfleet/vllm/bin/vllm",
+        "--port": 8000,
+        "--backend": "auto",
+        "--api-key-file": None,
+        "--install-dir": "/etc/vfleet",
+        "--extra-arg": [],
+        "--env": [],
+        "--draft-model-path": None,
+        "--plan": "plan.json",
+    }
+
+
 def engines_per_host(plan: dict[str, Any]) -> int:
     """The most engines headed on one host (they take consecutive API ports)."""
     heads: dict[str, int] = {}
