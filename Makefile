@@ -18,7 +18,7 @@ export VFLEET_CACHE VLLM_VENV
 TERRAFORM := $(VENV)/bin/terraform
 TF_ENV := TF_DATA_DIR=$(CURDIR)/artifacts/$(ENV)/.terraform $(TERRAFORM) -chdir=terraform/envs/$(ENV)
 
-.PHONY: help setup engine lint unit test test-engine test-testbed testbed-image molecule \
+.PHONY: help setup system-packages engine lint unit test test-engine test-testbed testbed-image molecule \
 	test-terraform provision unprovision bench bench-aic validate restart known-hosts deploy destroy plan \
 	probe examples clean
 
@@ -48,7 +48,10 @@ lint: setup ## ruff over the controller, tests, benchmarks, roles and tools/; my
 unit: setup ## Fast tests that need neither the engine nor test hosts
 	$(VENV)/bin/pytest -q -m "not engine and not testbed" tests
 
-testbed-image: setup ## Build the cached test-host image once (/var/cache/vfleet/testbed, ~1.5 min)
+system-packages: ## Install the system packages the test hosts and .venv need, if missing (root; Debian 12, Ubuntu 22.04/24.04)
+	bash scripts/system-packages.sh
+
+testbed-image: system-packages setup ## Build the cached test-host image once (/var/cache/vfleet/testbed, ~1.5 min)
 	$(VENV)/bin/testbed image
 
 test-testbed: testbed-image ## Test hosts: nspawn machines in network namespaces (root)
@@ -67,7 +70,7 @@ test-engine: engine oracle-sources ## Tests against a real vLLM CPU engine
 # What the suite needs is built side by side: the controller's venv and the vLLM CPU venv
 # (separate pip caches), then lint, the release sources (downloads) and the testbed image
 # while the engine still installs; -Oline keeps each line whole (the scripts prefix theirs).
-test: ## Everything: lint, unit, engine, testbed, molecule
+test: system-packages ## Everything: lint, unit, engine, testbed, molecule
 	$(MAKE) --no-print-directory -j4 -Oline lint engine oracle-sources testbed-image
 	$(VENV)/bin/pytest -q --durations=15 tests
 	bash scripts/molecule-all.sh
@@ -103,7 +106,7 @@ restart: setup ## Rolling restart of ENV's engines (one host at a time, each che
 known-hosts: setup ## Record the SSH host keys of ENV's hosts (staging/prod) and print them
 	$(VFLEET) known-hosts --env $(ENV)
 
-deploy: setup $(if $(filter local,$(ENV)),engine testbed-image) ## The whole rollout (ENV=local|staging|prod)
+deploy: $(if $(filter local,$(ENV)),system-packages) setup $(if $(filter local,$(ENV)),engine testbed-image) ## The whole rollout (ENV=local|staging|prod)
 	$(VFLEET) deploy --env $(ENV)
 
 destroy: setup ## Remove everything `make deploy` made (ENV=...)
@@ -112,7 +115,7 @@ destroy: setup ## Remove everything `make deploy` made (ENV=...)
 plan: setup ## Plan and render from the probed facts; changes nothing on the hosts (ENV=...)
 	$(VFLEET) plan-env --env $(ENV)
 
-probe: setup $(if $(filter local,$(ENV)),engine testbed-image) ## Provision, install and probe only (ENV=...)
+probe: $(if $(filter local,$(ENV)),system-packages) setup $(if $(filter local,$(ENV)),engine testbed-image) ## Provision, install and probe only (ENV=...)
 	$(VFLEET) probe --env $(ENV)
 
 examples: setup ## Budgets and a plan for the bundled example clusters (no hosts needed)
