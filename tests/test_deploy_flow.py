@@ -22,9 +22,9 @@ MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 PINNED = {"max_model_len": 4096, "max_num_seqs": 48, "max_num_batched_tokens": 4096}
 
 
-def _context(tmp_path: Path, overrides: dict[str, Any]) -> Context:
+def _context(tmp_path: Path, overrides: dict[str, Any], env: str = "prod") -> Context:
     root = tmp_path / "bundle"
-    shutil.copytree(REPO / "inventories" / "prod", root / "inventories" / "prod")
+    shutil.copytree(REPO / "inventories" / "prod", root / "inventories" / env)
     (root / "ansible").symlink_to(REPO / "ansible")
     group_vars = {
         "vfleet_model": MODEL,
@@ -35,7 +35,7 @@ def _context(tmp_path: Path, overrides: dict[str, Any]) -> Context:
         "vfleet_plan_overrides": overrides,
         "vfleet_render_extra_args": ["--enforce-eager"],
     }
-    ctx = Context("prod", root, group_vars=group_vars)
+    ctx = Context(env, root, group_vars=group_vars)
     raw = with_bandwidth(raw_probe(H200), inter=5.0)
     write_dir(ctx.artifacts / "facts", raw, second_host(raw, "gpu-b", "10.0.0.12"))
     return ctx

@@ -51,6 +51,15 @@ def test_first_deploy_goes_all_the_way(deployed):
     ):
         assert (report / name).is_file(), name
     assert (report / "kv_budget.png").read_bytes()[:4] == b"\x89PNG"
+    # The ledger: one line per engine, the real engine's KV blocks read from its /metrics,
+    # and marked as no check of the model (CPU engines standing in for the planned H200).
+    lines = [json.loads(x) for x in (ARTIFACTS / "ledger.jsonl").read_text().splitlines()]
+    assert sorted(e["engine"] for e in lines) == ["engine-0", "engine-1"]
+    for entry in lines:
+        assert entry["comparable"] is False and not entry["notes"], entry
+        assert entry["measured"]["kv_blocks"] > 0 and entry["measured"]["completed"] == 40
+        assert entry["predicted"]["output_tokens_per_s"] > 0
+    assert "Predicted and measured" in (report / "report.md").read_text()
 
 
 def test_second_deploy_changes_and_restarts_nothing(deployed):

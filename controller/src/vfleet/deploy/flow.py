@@ -13,7 +13,7 @@ from typing import Any
 from vfleet.catalog.flags import flag_set
 from vfleet.catalog.models import load_model
 from vfleet.catalog.releases import traits
-from vfleet.deploy import envcheck
+from vfleet.deploy import envcheck, ledger
 from vfleet.deploy.context import Context, inventory_docs
 from vfleet.errors import UserError
 from vfleet.plan.cluster import ClusterSpec
@@ -141,8 +141,14 @@ def loadtest_results(report_dir: Path) -> list[dict[str, Any]]:
     return results
 
 
-def write_report(ctx: Context, result: PlanResult, endpoints: list[dict[str, Any]]) -> Path:
-    """report.md and report.html from the planner's own budget (nothing recomputed from JSON)."""
+def write_report(
+    ctx: Context,
+    result: PlanResult,
+    endpoints: list[dict[str, Any]],
+    cluster: ClusterSpec | None = None,
+) -> Path:
+    """report.md and report.html from the planner's own budget (nothing recomputed from JSON);
+    with the cluster, this deploy's ledger lines too (vfleet.deploy.ledger)."""
     from vfleet.present import report
     from vfleet.present.budget_report import parse_range, sweep
 
@@ -164,6 +170,13 @@ def write_report(ctx: Context, result: PlanResult, endpoints: list[dict[str, Any
         notes.append(
             f"Planned around pinned values from group_vars: {result.document['overrides']}"
         )
+    lines: list[dict[str, Any]] = []
+    if cluster is not None:
+        measured = ledger.latest_results(out / "loadtest")
+        lines = ledger.entries(
+            ctx.env, result, cluster, endpoints, measured, stand_in=ctx.env == "local"
+        )
+        ledger.append(ctx.artifacts / "ledger.jsonl", lines)
     ctx.timings.append(("report", time.monotonic() - start))
     inputs = report.ReportInputs(
         ctx.env,
@@ -174,6 +187,7 @@ def write_report(ctx: Context, result: PlanResult, endpoints: list[dict[str, Any
         endpoints,
         list(ctx.timings),
         notes,
+        lines,
     )
     laid_out = report.build(inputs, out)
     (out / "report.md").write_text(report.markdown(laid_out))

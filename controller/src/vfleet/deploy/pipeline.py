@@ -119,7 +119,8 @@ def _launch(run: Run) -> None:
 
 def _report(run: Run) -> None:
     assert run.planned is not None
-    html = flow.write_report(run.ctx, run.planned, run.endpoints)
+    assert run.probed is not None
+    html = flow.write_report(run.ctx, run.planned, run.endpoints, run.probed.cluster)
     print_summary(run.ctx, run.endpoints)
     print(f"\nReport: {html}")
 

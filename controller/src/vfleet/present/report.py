@@ -24,6 +24,7 @@ class ReportInputs:
     endpoints: list[dict[str, Any]]
     phases: list[tuple[str, float]]  # (phase, seconds)
     notes: list[str] = field(default_factory=list)
+    ledger: list[dict[str, Any]] = field(default_factory=list)  # this deploy's ledger lines
 
 
 # ---- the report's structure, shared by the Markdown and the HTML --------------------------
@@ -260,6 +261,8 @@ def build(inputs: ReportInputs, out_dir: Path) -> Report:
         plots.append(path)
         sections.append(Section("Load test", [_loadtest_table(inputs.loadtests)]))
         sections[-1].blocks.append(Image(path.name, "load test"))
+    if inputs.ledger:
+        sections.append(_ledger_section(inputs.ledger))
     total = sum(s for _, s in inputs.phases)
     sections.append(
         Section(
@@ -274,6 +277,44 @@ def build(inputs: ReportInputs, out_dir: Path) -> Report:
         sections.append(Section("Notes", [Bullets(list(inputs.notes))]))
     title = f"vfleet {inputs.env}"
     return Report(title, f"vfleet deployment report: {inputs.env}", intro, sections, plots)
+
+
+LEDGER_ROWS = (
+    ("KV tokens", "kv_tokens", "{:,.0f}"),
+    ("KV blocks", "kv_blocks", "{:,.0f}"),
+    ("output tok/s", "output_tokens_per_s", "{:,.1f}"),
+    ("TTFT p50 ms", "ttft_ms_median", "{:,.1f}"),
+    ("TPOT p50 ms", "tpot_ms_median", "{:,.2f}"),
+    ("preemptions", "preemptions", "{:,.0f}"),
+)
+
+
+def _cell(value: Any, fmt: str) -> str:
+    return fmt.format(value) if isinstance(value, int | float) else "n/a"
+
+
+def _ledger_section(ledger: list[dict[str, Any]]) -> Section:
+    """Predicted next to measured, per engine, as artifacts/<env>/ledger.jsonl records them."""
+    rows = []
+    for entry in ledger:
+        for label, key, fmt in LEDGER_ROWS:
+            want, got = entry["predicted"].get(key), entry["measured"].get(key)
+            ratio = (
+                f"{got / want:.2f}"
+                if isinstance(want, int | float) and isinstance(got, int | float) and want
+                else "n/a"
+            )
+            rows.append([entry["engine"], label, _cell(want, fmt), _cell(got, fmt), ratio])
+    blocks: list[Block] = [
+        Table(["engine", "", "predicted", "measured", "measured / predicted"], rows)
+    ]
+    stand_ins = {e["why_not"] for e in ledger if not e["comparable"]}
+    if stand_ins:
+        blocks.append(_text("Not a check of the model: " + "; ".join(sorted(stand_ins)) + "."))
+    notes = [n for e in ledger for n in e.get("notes", [])]
+    if notes:
+        blocks.append(Bullets(notes))
+    return Section("Predicted and measured", blocks)
 
 
 def _loadtest_table(results: list[dict[str, Any]]) -> Table:

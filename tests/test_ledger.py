@@ -1,0 +1,113 @@
+"""The ledger (vfleet.deploy.ledger) on a deploy's report step: the plan's KV and the
+estimator's figures at the load test's own settings, next to a `vllm bench serve` result
+and a real vLLM /metrics page served over HTTP; one line per engine and deploy, appended;
+a stand-in's entries say they are no check of the model; an engine whose /metrics cannot be
+read is a note, not a failed deploy."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_deploy_flow import _context
+
+from vfleet.deploy import flow, ledger
+
+METRICS = Path(__file__).parent / "data" / "metrics" / "v0-0.5.4-kubeai-llama31-8b-fp8.prom"
+SERVED = "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"  # the model that page serves
+RESULT = {
+    "completed": 40,
+    "num_prompts": 40,
+    "max_concurrency": 8,
+    "total_input_tokens": 40 * 512,
+    "total_output_tokens": 40 * 128,
+    "output_throughput": 1234.5,
+    "median_ttft_ms": 80.0,
+    "median_tpot_ms": 9.5,
+    "vfleet_run_id": "20261201T000000Z",
+}
+
+
+@pytest.fixture
+def metrics_url() -> Iterator[str]:
+    page = METRICS.read_bytes()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            ok = self.path == "/metrics"
+            self.send_response(200 if ok else 404)
+            self.end_headers()
+            if ok:
+                self.wfile.write(page)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/v1"
+    server.shutdown()
+
+
+def _deploy_report(ctx, url: str) -> tuple[list[dict], str]:
+    probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
+    result = flow.plan(ctx, probed.cluster)
+    rendered = flow.render(ctx, result.document, probed.cluster)
+    endpoints = [{**rendered.endpoints[0], "url": url, "model": SERVED}]
+    run = ctx.artifacts / "report" / "loadtest" / RESULT["vfleet_run_id"]
+    run.mkdir(parents=True, exist_ok=True)
+    (run / f"{endpoints[0]['engine']}.json").write_text(json.dumps(RESULT))
+    flow.write_report(ctx, result, endpoints, probed.cluster)
+    lines = (ctx.artifacts / "ledger.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines], (
+        ctx.artifacts / "report" / "report.md"
+    ).read_text()
+
+
+def test_each_deploy_adds_predicted_and_measured_per_engine(tmp_path, metrics_url):
+    ctx = _context(tmp_path, {})
+    entries, report = _deploy_report(ctx, metrics_url)
+    (entry,) = entries
+    plan = json.loads((ctx.artifacts / "plan.json").read_text())
+    assert entry["schema"] == ledger.SCHEMA and entry["comparable"] is True
+    assert entry["predicted"]["kv_tokens"] == plan["kv_tokens_per_engine"]
+    assert entry["predicted"]["output_tokens_per_s"] > 0
+    assert entry["predicted"]["tpot_ms_median"] > 0
+    # Measured: that page's cache_config_info (4,574 blocks of 16) and the bench result.
+    got = entry["measured"]
+    assert (got["kv_blocks"], got["block_size"], got["kv_tokens"]) == (4574, 16, 4574 * 16)
+    assert got["output_tokens_per_s"] == 1234.5 and got["completed"] == 40
+    assert "Predicted and measured" in report and "1,234.5" in report
+    # A second deploy appends; the first line stays as it was.
+    again, _ = _deploy_report(ctx, metrics_url)
+    assert len(again) == 2 and again[0] == entry
+
+
+def test_the_prediction_is_made_at_the_load_tests_settings(tmp_path, metrics_url):
+    ctx = _context(tmp_path, {})
+    (entry,) = _deploy_report(ctx, metrics_url)[0]
+    busier = dict(RESULT, max_concurrency=32, num_prompts=160, completed=160)
+    busier.update(total_input_tokens=160 * 512, total_output_tokens=160 * 128)
+    probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
+    planned = flow.plan(ctx, probed.cluster)
+    more = ledger.predicted(planned, probed.cluster, busier)
+    assert more["output_tokens_per_s"] > entry["predicted"]["output_tokens_per_s"]
+
+
+def test_a_stand_in_is_no_check_of_the_model(tmp_path, metrics_url):
+    ctx = _context(tmp_path, {}, env="local")  # CPU engines standing in for the planned GPUs
+    (entry,), report = _deploy_report(ctx, metrics_url)
+    assert entry["comparable"] is False and "standing in" in entry["why_not"]
+    assert "Not a check of the model" in report
+
+
+def test_an_unreadable_metrics_page_is_a_note(tmp_path):
+    ctx = _context(tmp_path, {})
+    (entry,), _ = _deploy_report(ctx, "http://127.0.0.1:9/v1")  # nothing listens there
+    assert entry["measured"]["kv_blocks"] is None and entry["measured"]["kv_tokens"] is None
+    assert entry["notes"] and entry["notes"][0].startswith("/metrics not read")
+    assert entry["measured"]["output_tokens_per_s"] == 1234.5
