@@ -103,6 +103,10 @@ def test_a_stand_in_is_no_check_of_the_model(tmp_path, metrics_url):
     (entry,), report = _deploy_report(ctx, metrics_url)
     assert entry["comparable"] is False and "standing in" in entry["why_not"]
     assert "Not a check of the model" in report
+    # The report says what is real at the top, and plans a real model on the same GPUs.
+    assert "What is real here" in report.split("## ")[0]
+    assert "## The same cluster with a real model" in report
+    assert "meta-llama/Llama-3.1-8B-Instruct" in report.split("## The same cluster")[1]
 
 
 def test_an_unreadable_metrics_page_is_a_note(tmp_path):

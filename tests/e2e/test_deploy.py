@@ -59,7 +59,9 @@ def test_first_deploy_goes_all_the_way(deployed):
         assert entry["comparable"] is False and not entry["notes"], entry
         assert entry["measured"]["kv_blocks"] > 0 and entry["measured"]["completed"] == 40
         assert entry["predicted"]["output_tokens_per_s"] > 0
-    assert "Predicted and measured" in (report / "report.md").read_text()
+    text = (report / "report.md").read_text()
+    assert "Predicted and measured" in text and "What is real here" in text
+    assert "## The same cluster with a real model" in text  # the numbers to read as a forecast
 
 
 def test_second_deploy_changes_and_restarts_nothing(deployed):

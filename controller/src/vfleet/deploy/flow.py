@@ -25,6 +25,17 @@ from vfleet.render.request import default_values, render_into, render_options
 from vfleet.render.types import Rendered
 
 HOST_API_KEY_FILE = "/etc/vfleet/secrets/api-key"  # vllm_launch_api_key_file's default
+# The local default serves a two-layer model on CPU engines; the report also plans this real
+# catalog model on the GPUs the test hosts stand in for, the numbers to read as a forecast.
+REFERENCE_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+STAND_IN = (
+    "the test hosts (systemd-nspawn machines with real systemd and SSH), Terraform, every "
+    "Ansible role, the vLLM engines and the load test. Standing in: the NVIDIA packages and "
+    "nvidia-smi, which replays a real H200 host, so the plan is for H200s; the engines are "
+    "the vLLM CPU build serving a tiny locally made model with a pinned 64 MiB KV cache. "
+    "The plan's predictions below are for that tiny model on H200s, not a forecast of these "
+    "engines; the section after the plan shows a real model on the same GPUs."
+)
 
 
 @dataclass
@@ -158,14 +169,17 @@ def write_report(
     points = sweep(winner.request, parse_range("0.6:0.95:0.05"))
     out = ctx.artifacts / "report"
     notes = []
-    if ctx.env == "local":
-        notes.append(
-            "Local default: two systemd-nspawn test hosts replay a real H200 host's "
-            "nvidia-smi; the engines are the vLLM CPU build serving a tiny "
-            "locally-made Llama with a pinned 64 MiB KV cache, one replica per host "
-            "(the budget above is what the plan computed for the H200 it stands "
-            "in for)."
-        )
+    stand_in, reference = "", None
+    if ctx.env == "local" and cluster is not None:
+        stand_in = STAND_IN
+        reference = make_plan(
+            PlanRequest(
+                spec=load_model(REFERENCE_MODEL),
+                cluster=cluster,
+                workload=result.inputs.workload,
+                traits=result.inputs.traits,
+            )
+        ).document
     if result.document.get("overrides"):
         notes.append(
             f"Planned around pinned values from group_vars: {result.document['overrides']}"
@@ -188,6 +202,8 @@ def write_report(
         list(ctx.timings),
         notes,
         lines,
+        stand_in,
+        reference,
     )
     laid_out = report.build(inputs, out)
     (out / "report.md").write_text(report.markdown(laid_out))

@@ -25,6 +25,8 @@ class ReportInputs:
     phases: list[tuple[str, float]]  # (phase, seconds)
     notes: list[str] = field(default_factory=list)
     ledger: list[dict[str, Any]] = field(default_factory=list)  # this deploy's ledger lines
+    stand_in: str = ""  # what is real and what stands in, when the engines stand in for GPUs
+    reference_plan: dict[str, Any] | None = None  # a real model's plan on the planned GPUs
 
 
 # ---- the report's structure, shared by the Markdown and the HTML --------------------------
@@ -175,6 +177,8 @@ def build(inputs: ReportInputs, out_dir: Path) -> Report:
             f"vLLM {plan['vllm_version']}.",
         )
     ]
+    if inputs.stand_in:
+        intro.append(_text(("strong", "What is real here: "), inputs.stand_in))
     endpoints = Section(
         "Endpoints",
         [
@@ -261,6 +265,8 @@ def build(inputs: ReportInputs, out_dir: Path) -> Report:
         plots.append(path)
         sections.append(Section("Load test", [_loadtest_table(inputs.loadtests)]))
         sections[-1].blocks.append(Image(path.name, "load test"))
+    if inputs.reference_plan:
+        sections.append(_reference_section(inputs.reference_plan))
     if inputs.ledger:
         sections.append(_ledger_section(inputs.ledger))
     total = sum(s for _, s in inputs.phases)
@@ -277,6 +283,33 @@ def build(inputs: ReportInputs, out_dir: Path) -> Report:
         sections.append(Section("Notes", [Bullets(list(inputs.notes))]))
     title = f"vfleet {inputs.env}"
     return Report(title, f"vfleet deployment report: {inputs.env}", intro, sections, plots)
+
+
+def _reference_section(ref: dict[str, Any]) -> Section:
+    """The plan a real catalog model gets on the GPUs the stand-ins replay: the numbers to
+    read as a forecast, unlike the tiny model's."""
+    p = ref["predicted"]
+    headers = ["layout", "max-num-seqs", "KV tokens per engine", "tokens/s", "TPOT ms", "TTFT ms"]
+    row = [
+        f"{ref['layout']} x{ref['replicas']}",
+        str(ref["max_num_seqs"]),
+        f"{ref['kv_tokens_per_engine']:,}",
+        f"{p['tokens_per_s']:,.0f}",
+        f"{p['tpot_ms']:.1f}",
+        f"{p['ttft_ms']:.0f}",
+    ]
+    return Section(
+        "The same cluster with a real model",
+        [
+            _text(
+                "What vfleet plans for ",
+                ("code", str(ref["model"])),
+                f" on the {ref['nodes']} x {ref['gpus_per_node']} {ref['gpu']} these hosts "
+                "stand in for (a prediction for real GPUs; nothing here ran it):",
+            ),
+            Table(headers, [row]),
+        ],
+    )
 
 
 LEDGER_ROWS = (
