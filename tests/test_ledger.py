@@ -82,6 +82,7 @@ def test_each_deploy_adds_predicted_and_measured_per_engine(tmp_path, metrics_ur
     assert (got["kv_blocks"], got["block_size"], got["kv_tokens"]) == (4574, 16, 4574 * 16)
     assert got["output_tokens_per_s"] == 1234.5 and got["completed"] == 40
     assert "Predicted and measured" in report and "1,234.5" in report
+    assert (ctx.artifacts / "report" / "ledger.png").read_bytes()[:4] == b"\x89PNG"
     # A second deploy appends; the first line stays as it was.
     again, _ = _deploy_report(ctx, metrics_url)
     assert len(again) == 2 and again[0] == entry

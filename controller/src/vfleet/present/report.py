@@ -101,6 +101,43 @@ def _plot_sweep(points: list[Budget], path: Path) -> None:
     plt.close(fig)
 
 
+def _plot_ledger(ledger: list[dict[str, Any]], path: Path) -> None:
+    """Measured against predicted, one point per engine and quantity, on log axes with the
+    line where they agree."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.2, 4.2))
+    values: list[float] = []
+    for label, key, _ in LEDGER_ROWS:
+        pairs = [
+            (e["predicted"].get(key), e["measured"].get(key))
+            for e in ledger
+            if isinstance(e["predicted"].get(key), int | float)
+            and isinstance(e["measured"].get(key), int | float)
+            and e["predicted"][key] > 0
+            and e["measured"][key] > 0
+        ]
+        if pairs:
+            ax.scatter([p for p, _ in pairs], [m for _, m in pairs], label=label, s=28)
+            values += [v for pair in pairs for v in pair]
+    if values:
+        low, high = min(values) / 2, max(values) * 2
+        ax.plot([low, high], [low, high], color="#888", linewidth=0.8, label="measured = predicted")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("measured")
+    ax.set_title("Predicted and measured, per engine", fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _plot_loadtest(results: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
@@ -269,6 +306,10 @@ def build(inputs: ReportInputs, out_dir: Path) -> Report:
         sections.append(_reference_section(inputs.reference_plan))
     if inputs.ledger:
         sections.append(_ledger_section(inputs.ledger))
+        path = out_dir / "ledger.png"
+        _plot_ledger(inputs.ledger, path)
+        plots.append(path)
+        sections[-1].blocks.append(Image(path.name, "predicted and measured"))
     total = sum(s for _, s in inputs.phases)
     sections.append(
         Section(
