@@ -130,7 +130,9 @@ def _plot_ledger(ledger: list[dict[str, Any]], path: Path) -> None:
         ax.set_yscale("log")
     ax.set_xlabel("predicted")
     ax.set_ylabel("measured")
-    ax.set_title("Predicted and measured, per engine", fontsize=10)
+    stand_in = any(not e["comparable"] for e in ledger)
+    title = "Predicted and measured, per engine"
+    ax.set_title(title + (" (stand-in engines: no check)" if stand_in else ""), fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
