@@ -116,3 +116,13 @@ def test_an_unreadable_metrics_page_is_a_note(tmp_path):
     assert entry["measured"]["kv_blocks"] is None and entry["measured"]["kv_tokens"] is None
     assert entry["notes"] and entry["notes"][0].startswith("/metrics not read")
     assert entry["measured"]["output_tokens_per_s"] == 1234.5
+
+
+def test_settings_the_estimator_refuses_are_a_note(tmp_path):
+    ctx = _context(tmp_path, {"max_model_len": 1024})
+    probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
+    planned = flow.plan(ctx, probed.cluster)
+    too_long = dict(RESULT, total_input_tokens=40 * 4000)  # 4,000-token prompts, 1,024 allowed
+    want = ledger.predicted(planned, probed.cluster, too_long)
+    assert "output_tokens_per_s" not in want and "exceeds max-model-len 1024" in want["note"]
+    assert want["kv_tokens"] == planned.document["kv_tokens_per_engine"]

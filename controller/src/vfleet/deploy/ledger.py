@@ -25,7 +25,7 @@ from vfleet.errors import UserError
 from vfleet.observe.metrics import parse
 from vfleet.plan.candidate import Candidate
 from vfleet.plan.cluster import ClusterSpec
-from vfleet.plan.estimate import EstimateRequest, estimate
+from vfleet.plan.estimate import Estimate, EstimateRequest, estimate
 from vfleet.plan.make import PlanResult
 
 SCHEMA = "vfleet.ledger/1"
@@ -84,12 +84,33 @@ def predicted(plan: PlanResult, cluster: ClusterSpec, result: dict[str, Any]) ->
     lengths = _lengths(result)
     if lengths is None:
         return out
-    c = winner.candidate
-    est = estimate(
+    try:
+        est = _estimate_at(plan, cluster, result, lengths, winner.candidate)
+    except UserError as exc:  # the run's settings are outside what the estimator takes
+        out["note"] = f"no estimate at the load test's settings: {exc}"
+        return out
+    out.update(
+        output_tokens_per_s=round(est.output_tokens_per_s, 1),
+        ttft_ms_median=est.ttft_ms["median"],
+        tpot_ms_median=est.tpot_ms["median"],
+        preemptions=est.preemptions,
+    )
+    return out
+
+
+def _estimate_at(
+    plan: PlanResult,
+    cluster: ClusterSpec,
+    result: dict[str, Any],
+    lengths: tuple[int, int],
+    layout: Candidate,
+) -> Estimate:
+    doc = plan.document
+    return estimate(
         EstimateRequest(
             spec=plan.inputs.spec,
             cluster=cluster,
-            layout=Candidate(c.tp, c.pp, c.dp, c.ep, c.dcp),
+            layout=layout,
             traits=traits(doc["vllm_version"]),
             input_len=lengths[0],
             output_len=lengths[1],
@@ -104,13 +125,6 @@ def predicted(plan: PlanResult, cluster: ClusterSpec, result: dict[str, Any]) ->
             enable_chunked_prefill=doc["enable_chunked_prefill"],
         )
     )
-    out.update(
-        output_tokens_per_s=round(est.output_tokens_per_s, 1),
-        ttft_ms_median=est.ttft_ms["median"],
-        tpot_ms_median=est.tpot_ms["median"],
-        preemptions=est.preemptions,
-    )
-    return out
 
 
 def measured(result: dict[str, Any], metrics: Scrape) -> dict[str, Any]:
@@ -145,6 +159,8 @@ def entries(
         if result is None:
             continue
         metrics = scrape(ep["url"], ep["model"])
+        want = predicted(plan, cluster, result)
+        notes = [n for n in (want.pop("note", ""), metrics.note) if n]
         out.append(
             {
                 "schema": SCHEMA,
@@ -159,9 +175,9 @@ def entries(
                 "layout": plan.document["layout"],
                 "comparable": not stand_in,
                 "why_not": STAND_IN if stand_in else None,
-                "predicted": predicted(plan, cluster, result),
+                "predicted": want,
                 "measured": measured(result, metrics),
-                "notes": [metrics.note] if metrics.note else [],
+                "notes": notes,
             }
         )
     return out
