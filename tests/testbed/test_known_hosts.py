@@ -39,8 +39,9 @@ def _scan(bed: dict, known_hosts: Path) -> str:
     reaches the hosts, as a site's controller reaches its nodes)."""
     host = bed["hosts"][0]
     code = (
-        "import sys; from pathlib import Path; from vfleet import known_hosts, envcheck; "
-        "h = envcheck.Host(sys.argv[1], sys.argv[2], 22, 'test', frozenset({'gpu_hosts'})); "
+        "import sys; from pathlib import Path; from vfleet.deploy import known_hosts; "
+        "from vfleet.deploy.inventory import Host; "
+        "h = Host(sys.argv[1], sys.argv[2], 22, 'test', frozenset({'gpu_hosts'})); "
         "print('\\n'.join(known_hosts.scan(Path(sys.argv[3]), [h])))"
     )
     argv = [sys.executable, "-c", code, host["name"], host["address"], str(known_hosts)]
