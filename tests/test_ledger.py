@@ -1,18 +1,15 @@
 """The ledger (vfleet.deploy.ledger) on a deploy's report step: the plan's KV and the
 estimator's figures at the load test's own settings, next to a `vllm bench serve` result
-and a real vLLM /metrics page served over HTTP; one line per engine and deploy, appended;
-a stand-in's entries say they are no check of the model; an engine whose /metrics cannot be
-read is a note, not a failed deploy."""
+and a real vLLM /metrics page as the load test saves them; one line per engine and deploy,
+appended; a stand-in's entries say they are no check of the model; a missing /metrics page
+is a note, not a failed deploy."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
-from collections.abc import Iterator
+import shutil
 from pathlib import Path
 
-import pytest
 from test_deploy_flow import _context
 
 from vfleet.deploy import flow, ledger
@@ -32,35 +29,17 @@ RESULT = {
 }
 
 
-@pytest.fixture
-def metrics_url() -> Iterator[str]:
-    page = METRICS.read_bytes()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            ok = self.path == "/metrics"
-            self.send_response(200 if ok else 404)
-            self.end_headers()
-            if ok:
-                self.wfile.write(page)
-
-        def log_message(self, *_args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/v1"
-    server.shutdown()
-
-
-def _deploy_report(ctx, url: str) -> tuple[list[dict], str]:
+def _deploy_report(ctx, page: str) -> tuple[list[dict], str]:
     probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
     result = flow.plan(ctx, probed.cluster)
     rendered = flow.render(ctx, result.document, probed.cluster)
-    endpoints = [{**rendered.endpoints[0], "url": url, "model": SERVED}]
+    endpoints = [{**rendered.endpoints[0], "model": SERVED}]
     run = ctx.artifacts / "report" / "loadtest" / RESULT["vfleet_run_id"]
     run.mkdir(parents=True, exist_ok=True)
-    (run / f"{endpoints[0]['engine']}.json").write_text(json.dumps(RESULT))
+    engine = endpoints[0]["engine"]
+    (run / f"{engine}.json").write_text(json.dumps(RESULT))
+    if page == "with-page":  # the load test saved the engine's /metrics after its run
+        shutil.copyfile(METRICS, run / f"{engine}.prom")
     flow.write_report(ctx, result, endpoints, probed.cluster)
     lines = (ctx.artifacts / "ledger.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines], (
@@ -68,9 +47,9 @@ def _deploy_report(ctx, url: str) -> tuple[list[dict], str]:
     ).read_text()
 
 
-def test_each_deploy_adds_predicted_and_measured_per_engine(tmp_path, metrics_url):
+def test_each_deploy_adds_predicted_and_measured_per_engine(tmp_path):
     ctx = _context(tmp_path, {})
-    entries, report = _deploy_report(ctx, metrics_url)
+    entries, report = _deploy_report(ctx, "with-page")
     (entry,) = entries
     plan = json.loads((ctx.artifacts / "plan.json").read_text())
     assert entry["schema"] == ledger.SCHEMA and entry["comparable"] is True
@@ -84,13 +63,13 @@ def test_each_deploy_adds_predicted_and_measured_per_engine(tmp_path, metrics_ur
     assert "Predicted and measured" in report and "1,234.5" in report
     assert (ctx.artifacts / "report" / "ledger.png").read_bytes()[:4] == b"\x89PNG"
     # A second deploy appends; the first line stays as it was.
-    again, _ = _deploy_report(ctx, metrics_url)
+    again, _ = _deploy_report(ctx, "with-page")
     assert len(again) == 2 and again[0] == entry
 
 
-def test_the_prediction_is_made_at_the_load_tests_settings(tmp_path, metrics_url):
+def test_the_prediction_is_made_at_the_load_tests_settings(tmp_path):
     ctx = _context(tmp_path, {})
-    (entry,) = _deploy_report(ctx, metrics_url)[0]
+    (entry,) = _deploy_report(ctx, "with-page")[0]
     busier = dict(RESULT, max_concurrency=32, num_prompts=160, completed=160)
     busier.update(total_input_tokens=160 * 512, total_output_tokens=160 * 128)
     probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
@@ -99,9 +78,9 @@ def test_the_prediction_is_made_at_the_load_tests_settings(tmp_path, metrics_url
     assert more["output_tokens_per_s"] > entry["predicted"]["output_tokens_per_s"]
 
 
-def test_a_stand_in_is_no_check_of_the_model(tmp_path, metrics_url):
+def test_a_stand_in_is_no_check_of_the_model(tmp_path):
     ctx = _context(tmp_path, {}, env="local")  # CPU engines standing in for the planned GPUs
-    (entry,), report = _deploy_report(ctx, metrics_url)
+    (entry,), report = _deploy_report(ctx, "with-page")
     assert entry["comparable"] is False and "standing in" in entry["why_not"]
     assert "Not a check of the model" in report
     # The report says what is real at the top, and plans a real model on the same GPUs.
@@ -110,11 +89,11 @@ def test_a_stand_in_is_no_check_of_the_model(tmp_path, metrics_url):
     assert "meta-llama/Llama-3.1-8B-Instruct" in report.split("## The same cluster")[1]
 
 
-def test_an_unreadable_metrics_page_is_a_note(tmp_path):
+def test_a_missing_metrics_page_is_a_note(tmp_path):
     ctx = _context(tmp_path, {})
-    (entry,), _ = _deploy_report(ctx, "http://127.0.0.1:9/v1")  # nothing listens there
+    (entry,), _ = _deploy_report(ctx, "no-page")  # the load test could not read /metrics
     assert entry["measured"]["kv_blocks"] is None and entry["measured"]["kv_tokens"] is None
-    assert entry["notes"] and entry["notes"][0].startswith("/metrics not read")
+    assert entry["notes"] == [f"no /metrics page recorded ({entry['engine']}.prom)"]
     assert entry["measured"]["output_tokens_per_s"] == 1234.5
 
 

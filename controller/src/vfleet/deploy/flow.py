@@ -186,9 +186,9 @@ def write_report(
         )
     lines: list[dict[str, Any]] = []
     if cluster is not None:
-        measured = ledger.latest_results(out / "loadtest")
+        run = ledger.latest_run(out / "loadtest")
         lines = ledger.entries(
-            ctx.env, result, cluster, endpoints, measured, stand_in=ctx.env == "local"
+            ctx.env, result, cluster, endpoints, run, stand_in=ctx.env == "local"
         )
         ledger.append(ctx.artifacts / "ledger.jsonl", lines)
     ctx.timings.append(("report", time.monotonic() - start))

@@ -4,8 +4,8 @@ engine and deploy in artifacts/<env>/ledger.jsonl, kept across deploys.
 Predicted: the KV cache from the planner's budget, and throughput and latency from the
 estimator (vfleet.plan.estimate) at the load test's own lengths, concurrency and prompt
 count, for one engine of the planned layout. Measured: the same engine's `vllm bench serve`
-result and its /metrics (cache_config_info for the KV blocks it allocated, the preemption
-counter). Where the engines stand in for the GPUs the plan is for (the local default's CPU
+result and the /metrics page the load test saved after it (cache_config_info for the KV
+blocks it allocated, the preemption counter). Where the engines stand in for the GPUs the plan is for (the local default's CPU
 build), an entry says so and is not comparable: the ledger never passes a stand-in's
 numbers off as a check of the model.
 """
@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,14 +41,14 @@ class Scrape:
     note: str = ""
 
 
-def scrape(url: str, model: str, timeout_s: float = 10.0) -> Scrape:
-    """One engine's /metrics; a scrape that fails is a note, not a failed deploy."""
-    base = url.rstrip("/").removesuffix("/v1")
+def recorded_metrics(page: Path, model: str) -> Scrape:
+    """The /metrics page the load test saved right after the engine's run (the load host
+    reaches the engines; the controller may not); a missing or unreadable page is a note."""
     try:
-        with urllib.request.urlopen(f"{base}/metrics", timeout=timeout_s) as reply:
-            text = reply.read(64 << 20).decode("utf-8", "replace")
-        snap = parse([text], [base], model_name=model)
-    except (urllib.error.URLError, OSError, ValueError, UserError) as exc:
+        snap = parse([page.read_text(errors="replace")], [str(page)], model_name=model)
+    except FileNotFoundError:
+        return Scrape(None, None, None, f"no /metrics page recorded ({page.name})")
+    except (OSError, UserError) as exc:
         return Scrape(None, None, None, f"/metrics not read: {exc}")
     blocks = snap.cache_config.get("num_gpu_blocks")
     size = snap.cache_config.get("block_size")
@@ -148,17 +146,19 @@ def entries(
     plan: PlanResult,
     cluster: ClusterSpec,
     endpoints: list[dict[str, Any]],
-    results: dict[str, dict[str, Any]],
+    run: Path | None,
     stand_in: bool,
 ) -> list[dict[str, Any]]:
-    """One entry per engine the load test measured (`results`: engine -> its result)."""
+    """One entry per engine the load test measured in `run` (its results folder)."""
+    results = results_in(run) if run is not None else {}
     at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     out = []
     for ep in endpoints:
         result = results.get(ep["engine"])
         if result is None:
             continue
-        metrics = scrape(ep["url"], ep["model"])
+        assert run is not None
+        metrics = recorded_metrics(run / f"{ep['engine']}.prom", ep["model"])
         want = predicted(plan, cluster, result)
         notes = [n for n in (want.pop("note", ""), metrics.note) if n]
         out.append(
@@ -190,15 +190,16 @@ def append(path: Path, new: list[dict[str, Any]]) -> None:
             out.write(json.dumps(entry, sort_keys=True) + "\n")
 
 
-def latest_results(loadtest_dir: Path) -> dict[str, dict[str, Any]]:
-    """engine -> its result in the newest load test run (the run folder last written)."""
-    runs = sorted(
-        (p for p in loadtest_dir.glob("*") if p.is_dir()), key=lambda p: p.stat().st_mtime
-    )
-    if not runs:
-        return {}
+def latest_run(loadtest_dir: Path) -> Path | None:
+    """The newest load test run's folder (the one last written)."""
+    runs = [p for p in loadtest_dir.glob("*") if p.is_dir()]
+    return max(runs, key=lambda p: p.stat().st_mtime) if runs else None
+
+
+def results_in(run: Path) -> dict[str, dict[str, Any]]:
+    """engine -> its `vllm bench serve` result in one run's folder."""
     found = {}
-    for path in sorted(runs[-1].glob("*.json")):
+    for path in sorted(run.glob("*.json")):
         try:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
