@@ -5,9 +5,9 @@ Predicted: the KV cache from the planner's budget, and throughput and latency fr
 estimator (vfleet.plan.estimate) at the load test's own lengths, concurrency and prompt
 count, for one engine of the planned layout. Measured: the same engine's `vllm bench serve`
 result and the /metrics page the load test saved after it (cache_config_info for the KV
-blocks it allocated, the preemption counter). Where the engines stand in for the GPUs the plan is for (the local default's CPU
-build), an entry says so and is not comparable: the ledger never passes a stand-in's
-numbers off as a check of the model.
+blocks it allocated, the preemption counter). Where the engines stand in for the GPUs the
+plan is for (the local default's CPU build), an entry says so and is not comparable: the
+ledger never passes a stand-in's numbers off as a check of the model.
 """
 
 from __future__ import annotations
