@@ -2,7 +2,7 @@
 """vfleet topology probe: record what one GPU host is made of, as raw outputs in one JSON.
 
 Stdlib only, Python 3.8 or newer, so it runs on a bare host. It parses nothing it does not
-have to: the controller (vfleet.probe.facts) parses the outputs, where they are tested against
+have to: the controller (vfleet.probe) parses the outputs, where they are tested against
 real captures. Schema "vfleet.probe/1":
 
     host, address, collected_at, collector, probe_failed, errors
