@@ -112,7 +112,7 @@ def add_render_args(rend: argparse.ArgumentParser) -> None:
 def run_render(args: argparse.Namespace) -> int:
     from vfleet.catalog.flags import flag_set
     from vfleet.probe.load import load_cluster
-    from vfleet.render.request import render_into, render_options
+    from vfleet.render.request import default_values, render_into, render_options
     from vfleet.render.write import check_out
     from vfleet.spec.plan import load_plan
 
@@ -122,10 +122,10 @@ def run_render(args: argparse.Namespace) -> int:
         plan = {**plan, "speculative": _render_speculative(args, plan)}
     cluster = load_cluster(args.facts or args.cluster, allow_partial=args.allow_partial_facts)
     vllm_flags = flag_set(plan["vllm_version"], cluster.vllm_flags if args.facts else ())
-    name = plan["model"].rstrip("/").split("/")[-1]
+    defaults = default_values(plan)  # the model path and name derive from the plan
     given = {
-        "--model-path": args.model_path or f"/srv/models/{name}",
-        "--served-model-name": args.served_model_name or plan["model"],
+        "--model-path": args.model_path or defaults["--model-path"],
+        "--served-model-name": args.served_model_name or defaults["--served-model-name"],
         "--vllm-bin": args.vllm_bin,
         "--port": args.port,
         "--backend": args.backend,
