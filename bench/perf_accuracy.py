@@ -35,47 +35,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from support.perfcases import Case, load_cases
 
+from vfleet.calibrate.fitting import Point, keys_for, predict_all
+from vfleet.calibrate.fitting import refit as refit_keys
 from vfleet.errors import UserError
-from vfleet.perf.params import (
-    ENGINE_GENERATIONS,
-    FIT_FILE,
-    FITTED_EFFICIENCY,
-    FITTED_OVERHEADS,
-    Fit,
-    default_fit,
-    with_values,
-)
-from vfleet.plan.estimate import Prepared, finish, prepare
+from vfleet.perf.params import FIT_FILE, FITTED_EFFICIENCY, Fit, default_fit
+from vfleet.plan.estimate import prepare
 
 GAP = 0.05  # pairs whose measured throughputs differ by more than this are scored
-TPOT_WEIGHT = 0.5  # TPOT residuals count half as much as throughput residuals
-PRIOR_WEIGHT = 0.15  # pull (per log unit) towards the starting values
-BOUNDS = {
-    "gemm": (0.2, 0.95),
-    "moe_gemm": (0.05, 0.9),
-    "moe_narrow_cols": (1.0, 2048.0),
-    "hbm": (0.3, 0.95),
-    "kv_read": (0.1, 0.95),
-    "attention": (0.05, 0.9),
-    "a2a": (0.02, 1.0),
-    "step_s": (1e-4, 0.1),
-    "seq_s": (1e-7, 5e-4),
-    "request_s": (1e-5, 0.05),
-    "eager_kernel_s": (2e-7, 5e-5),
-    "graph_kernel_s": (5e-7, 3e-5),
-}
 
 
-@dataclass
-class Scored:
+@dataclass(kw_only=True, eq=False)
+class Scored(Point):
     case: Case
-    prepared: Prepared
-    predicted: float = 0.0
-    predicted_tpot: float | None = None
-
-    @property
-    def error(self) -> float:
-        return self.predicted / self.case.measured_tok_s - 1  # type: ignore[operator]
 
 
 def prepare_all(cases: list[Case]) -> tuple[list[Scored], list[tuple[Case, str]]]:
@@ -85,17 +56,17 @@ def prepare_all(cases: list[Case]) -> tuple[list[Scored], list[tuple[Case, str]]
             skipped.append((case, case.skip))
             continue
         try:
-            scored.append(Scored(case, prepare(case.request)))
+            scored.append(
+                Scored(
+                    prepared=prepare(case.request),
+                    tok_s=case.measured_tok_s or 0.0,
+                    tpot_ms=case.measured_tpot_ms,
+                    case=case,
+                )
+            )
         except UserError as exc:
             skipped.append((case, str(exc)))
     return scored, skipped
-
-
-def predict_all(scored: list[Scored], fit: Fit) -> None:
-    for s in scored:
-        est = finish(s.prepared, fit)
-        s.predicted = est.output_tokens_per_s
-        s.predicted_tpot = est.tpot_ms["median"]
 
 
 def group_pairs(scored: list[Scored]) -> list[tuple[Scored, Scored, bool]]:
@@ -156,57 +127,8 @@ def stats(scored: list[Scored]) -> dict[str, float]:
     }
 
 
-def _keys(fit: Fit, scored: list[Scored]) -> list[str]:
-    gens = sorted({s.prepared.request.cluster.gpu.arch for s in scored})
-    engines = sorted(
-        {fit.params("hopper", s.prepared.request.traits.version).engine_generation for s in scored}
-    )
-    keys = [f"efficiency/{g}/{name}" for g in gens for name in FITTED_EFFICIENCY]
-    keys += [
-        f"overheads/{g}/{name}"
-        for g in ENGINE_GENERATIONS
-        if g in engines
-        for name in FITTED_OVERHEADS
-    ]
-    return keys
-
-
-def _value(fit: Fit, key: str) -> float:
-    table, group, name = key.split("/")
-    source = fit.efficiency if table == "efficiency" else fit.overheads
-    if group in source:
-        return float(getattr(source[group], name))
-    return float(getattr(next(iter(source.values())), name))
-
-
 def refit(scored: list[Scored], start: Fit) -> Fit:
-    from scipy.optimize import least_squares
-
-    keys = _keys(start, scored)
-    x0 = np.log([_value(start, k) for k in keys])
-    lo = np.log([BOUNDS[k.split("/")[-1]][0] for k in keys])
-    hi = np.log([BOUNDS[k.split("/")[-1]][1] for k in keys])
-    x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
-
-    # Request-rate runs replay on a clock (slow per evaluation): scored, not fitted.
-    scored = [s for s in scored if s.prepared.trajectory is not None]
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        fit = with_values(start, dict(zip(keys, np.exp(x).tolist(), strict=True)))
-        predict_all(scored, fit)
-        out = [math.log(max(s.predicted, 1e-9) / s.case.measured_tok_s) for s in scored]  # type: ignore[arg-type]
-        out += [
-            TPOT_WEIGHT * math.log(max(s.predicted_tpot, 1e-6) / s.case.measured_tpot_ms)
-            for s in scored
-            if s.case.measured_tpot_ms and s.predicted_tpot
-        ]
-        out += list(PRIOR_WEIGHT * (x - x0))
-        return np.asarray(out)
-
-    result = least_squares(
-        residuals, x0, bounds=(lo, hi), x_scale=1.0, diff_step=1e-3, max_nfev=400
-    )
-    return with_values(start, dict(zip(keys, np.exp(result.x).tolist(), strict=True)))
+    return refit_keys(scored, start, keys_for(scored))
 
 
 def holdout(scored: list[Scored], start: Fit) -> list[tuple[Scored, float]]:

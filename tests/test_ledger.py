@@ -105,3 +105,59 @@ def test_settings_the_estimator_refuses_are_a_note(tmp_path):
     want = ledger.predicted(planned, probed.cluster, too_long)
     assert "output_tokens_per_s" not in want and "exceeds max-model-len 1024" in want["note"]
     assert want["kv_tokens"] == planned.document["kv_tokens_per_engine"]
+
+
+def _page_with_preemptions(count: float) -> str:
+    """The real page with its preemption counter at `count` (as after a busier run)."""
+    text = METRICS.read_text()
+    old = f'vllm:num_preemptions_total{{model_name="{SERVED}"}} 0.0'
+    assert old in text
+    return text.replace(old, f'vllm:num_preemptions_total{{model_name="{SERVED}"}} {count}')
+
+
+def test_a_sweep_adds_a_line_per_level_with_the_preemptions_each_level_added(tmp_path):
+    ctx = _context(tmp_path, {})
+    probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
+    result = flow.plan(ctx, probed.cluster)
+    rendered = flow.render(ctx, result.document, probed.cluster)
+    endpoints = [{**rendered.endpoints[0], "model": SERVED}]
+    engine = endpoints[0]["engine"]
+    run = ctx.artifacts / "report" / "loadtest" / "deploy"
+    run.mkdir(parents=True)
+    (run / f"{engine}.json").write_text(json.dumps(RESULT))
+    (run / f"{engine}.prom").write_text(_page_with_preemptions(2))
+    # Levels 4, 16 and 64, the counter after each: 2 (before), 2, 9, 40.
+    for level, counter, tok_s in ((64, 40, 2100.0), (4, 2, 700.0), (16, 9, 1800.0)):
+        done = level * 3
+        (run / f"{engine}.sweep-c{level}.json").write_text(
+            json.dumps(
+                dict(
+                    RESULT,
+                    max_concurrency=level,
+                    num_prompts=done,
+                    completed=done,
+                    total_input_tokens=done * 512,
+                    total_output_tokens=done * 128,
+                    output_throughput=tok_s,
+                    p99_tpot_ms=10.0 + level,
+                )
+            )
+        )
+        (run / f"{engine}.sweep-c{level}.prom").write_text(_page_with_preemptions(counter))
+    flow.write_report(ctx, result, endpoints, probed.cluster)
+    lines = [json.loads(x) for x in (ctx.artifacts / "ledger.jsonl").read_text().splitlines()]
+    assert [x["sweep_level"] for x in lines] == [None, 4, 16, 64]
+    assert [x["measured"]["preemptions"] for x in lines] == [2, 0, 7, 31]
+    assert [x["operating_point"]["concurrency"] for x in lines] == [8, 4, 16, 64]
+    predicted = [x["predicted"]["output_tokens_per_s"] for x in lines[1:]]
+    assert predicted == sorted(predicted)  # each level predicted at its own concurrency
+    report = (ctx.artifacts / "report" / "report.md").read_text()
+    sweep = report.split("## Concurrency sweep")[1].split("## ")[0]
+    assert f"max-num-seqs {result.document['max_num_seqs']}" in sweep
+    assert f"| {engine} | 64 | 2,100.0 |" in sweep
+    # The main run's table has the main run alone.
+    ledger_table = report.split("## Predicted and measured")[1].split("## ")[0]
+    assert "2,100.0" not in ledger_table and "1,234.5" in ledger_table
+    assert (ctx.artifacts / "report" / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    # The load test table is the main runs'.
+    assert [r["endpoint"] for r in flow.loadtest_results(ctx.artifacts / "report")] == [engine]

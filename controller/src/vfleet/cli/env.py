@@ -117,3 +117,16 @@ def cmd_restart(args: argparse.Namespace) -> int:
     from vfleet.deploy import pipeline
 
     return pipeline.restart(args.env, args.root)
+
+
+def add_calibrate_args(p: argparse.ArgumentParser) -> None:
+    add_env_args(p)
+    p.add_argument("--json", action="store_true", help="print the calibration document")
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from vfleet.deploy import calibrate_env
+
+    doc, path, left_out = calibrate_env.calibrate_env(args.env, args.root)
+    calibrate_env.print_summary(doc, path, left_out, args.json)
+    return 0

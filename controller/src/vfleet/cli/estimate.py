@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from typing import TYPE_CHECKING, Any
 
 from vfleet.budget import speculative
@@ -75,6 +76,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-memory-utilization", type=flags.fraction)
     p.add_argument("--all2all-backend", help="EP dispatch, e.g. deepep_low_latency")
     speculative.add_cli_args(p)
+    p.add_argument(
+        "--calibration",
+        type=flags.path,
+        help="a cluster's calibration.json from `vfleet calibrate` (default: the bundled fit)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -102,8 +108,10 @@ def _check(args: argparse.Namespace, spec: ModelSpec) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vfleet.calibrate import calibration
     from vfleet.catalog.models import load_model
     from vfleet.catalog.releases import traits
+    from vfleet.perf.params import default_fit
     from vfleet.plan.estimate import EstimateRequest, estimate
     from vfleet.plan.search import parse_layout
     from vfleet.probe.load import load_cluster
@@ -111,7 +119,12 @@ def run(args: argparse.Namespace) -> int:
     cluster = load_cluster(args.cluster)
     spec = load_model(args.model)
     _check(args, spec)
+    fit = default_fit()
+    if args.calibration:
+        fit, line = calibration.load(args.calibration)
+        print(f"vfleet: using {args.calibration}: {line}", file=sys.stderr)
     req = EstimateRequest(
+        fit=fit,
         spec=spec,
         cluster=cluster,
         layout=parse_layout(args.layout),
@@ -167,7 +180,9 @@ def render_text(r: dict[str, Any]) -> str:
         lines.append(f"    {key.replace('_', ' '):20} {value:10.3f}")
     params = r["parameters"]
     note = f"fitted {params['gpu_generation']}"
-    if params["borrowed_from"]:
+    if params["source"] != "fit":
+        note = f"{params['gpu_generation']} calibrated ({params['source']})"
+    elif params["borrowed_from"]:
         note = f"no fit for {params['gpu_generation']}: {params['borrowed_from']}'s values"
     lines += [
         "",

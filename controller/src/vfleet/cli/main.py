@@ -75,6 +75,12 @@ TABLE: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Command]
         env.add_known_hosts_args,
         env.cmd_known_hosts,
     ),
+    (
+        "calibrate",
+        "refit the estimator on an environment's measured runs (its ledger)",
+        env.add_calibrate_args,
+        env.cmd_calibrate,
+    ),
     ("models", "list the bundled model catalog", catalog.no_args, catalog.cmd_models),
     ("gpus", "list the GPU catalog", catalog.no_args, catalog.cmd_gpus),
     (

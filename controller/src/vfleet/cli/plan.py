@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,10 @@ def add_plan_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    from vfleet.calibrate import calibration
     from vfleet.catalog.models import load_model
     from vfleet.catalog.releases import traits
+    from vfleet.perf.params import default_fit
     from vfleet.plan.make import PlanRequest, make_plan
     from vfleet.plan.search import parse_layout
     from vfleet.plan.workload import load_workload
@@ -35,8 +38,13 @@ def run_plan(args: argparse.Namespace) -> int:
     a = from_namespace(PlanFlags, args)
     cluster = load_cluster(a.cluster, allow_partial=a.allow_partial_facts)
     spec = load_model(a.model)
+    fit = default_fit()
+    if a.calibration:
+        fit, line = calibration.load(a.calibration)
+        print(f"vfleet: using {a.calibration}: {line}", file=sys.stderr)
     result = make_plan(
         PlanRequest(
+            fit=fit,
             spec=spec,
             cluster=cluster,
             workload=load_workload(a.workload),

@@ -13,7 +13,7 @@ from typing import Any
 from vfleet.catalog.flags import flag_set
 from vfleet.catalog.models import load_model
 from vfleet.catalog.releases import traits
-from vfleet.deploy import envcheck, ledger
+from vfleet.deploy import calibrate_env, envcheck, ledger
 from vfleet.deploy.context import Context, inventory_docs
 from vfleet.errors import UserError
 from vfleet.plan.cluster import ClusterSpec
@@ -32,7 +32,7 @@ STAND_IN = (
     "the test hosts (systemd-nspawn machines with real systemd and SSH), Terraform, every "
     "Ansible role, the vLLM engines and the load test. Standing in: the NVIDIA packages and "
     "nvidia-smi, which replays a real H200 host, so the plan is for H200s; the engines are "
-    "the vLLM CPU build serving a tiny locally made model with a pinned 64 MiB KV cache. "
+    "the vLLM CPU build serving a tiny locally made model with a pinned 4 MiB KV cache. "
     "The plan's predictions below are for that tiny model on H200s, not a forecast of these "
     "engines; the section after the plan shows a real model on the same GPUs."
 )
@@ -85,8 +85,12 @@ def plan(ctx: Context, cluster: ClusterSpec) -> PlanResult:
     """Plan for the environment's model and workload; write artifacts/<env>/plan.json."""
     start = time.monotonic()
     print("==> plan", flush=True)
+    fit, calibrated = calibrate_env.fit_for(ctx)
+    if calibrated:
+        print(f"    using the calibration {calibrated}", flush=True)
     result = make_plan(
         PlanRequest(
+            fit=fit,
             spec=load_model(str(ctx.var("vfleet_model"))),
             cluster=cluster,
             workload=load_workload(str(ctx.var("vfleet_workload", "chat"))),
@@ -146,7 +150,7 @@ def loadtest_results(report_dir: Path) -> list[dict[str, Any]]:
             data = json.loads(path.read_text())
         except json.JSONDecodeError:
             continue
-        if isinstance(data, dict) and "completed" in data:
+        if isinstance(data, dict) and "completed" in data and not ledger.is_sweep_result(path):
             data.setdefault("endpoint", path.stem)
             results.append(data)
     return results
@@ -191,6 +195,7 @@ def write_report(
             ctx.env, result, cluster, endpoints, run, stand_in=ctx.env == "local"
         )
         ledger.append(ctx.artifacts / "ledger.jsonl", lines)
+    more, more_plots = _sweep_and_calibration(ctx, result, lines, out)
     ctx.timings.append(("report", time.monotonic() - start))
     inputs = report.ReportInputs(
         ctx.env,
@@ -204,8 +209,41 @@ def write_report(
         lines,
         stand_in,
         reference,
+        more,
+        more_plots,
     )
     laid_out = report.build(inputs, out)
     (out / "report.md").write_text(report.markdown(laid_out))
     (out / "report.html").write_text(report.html(laid_out))
     return out / "report.html"
+
+
+def _sweep_and_calibration(
+    ctx: Context, result: PlanResult, lines: list[dict[str, Any]], out: Path
+) -> tuple[list[Any], list[Path]]:
+    """The report's sweep section (this deploy's sweep lines) and, when the plan used the
+    cluster's calibration, what it changed against the bundled fit."""
+    from vfleet.perf.params import default_fit
+    from vfleet.present import sweep_report
+
+    sections, plots = [], []
+    swept = sweep_report.sweep_section(lines, result.document, out)
+    if swept:
+        sections.append(swept[0])
+        plots.append(swept[1])
+    _fit, calibrated = calibrate_env.fit_for(ctx)
+    if calibrated:
+        i = result.inputs
+        bundled = make_plan(
+            PlanRequest(
+                spec=i.spec,
+                cluster=i.cluster,
+                workload=i.workload,
+                traits=i.traits,
+                kv_cache_dtype=i.kv_cache_dtype,
+                pinned=i.pinned,
+                fit=default_fit(),
+            )
+        ).document
+        sections.append(sweep_report.calibration_section(calibrated, bundled, result.document))
+    return sections, plots

@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vfleet.catalog.releases import traits
+from vfleet.calibrate.points import OperatingPoint
 from vfleet.errors import UserError
 from vfleet.observe.metrics import parse
-from vfleet.plan.candidate import Candidate
 from vfleet.plan.cluster import ClusterSpec
-from vfleet.plan.estimate import Estimate, EstimateRequest, estimate
+from vfleet.plan.estimate import estimate
 from vfleet.plan.make import PlanResult
 
-SCHEMA = "vfleet.ledger/1"
+SCHEMA = "vfleet.ledger/2"
+# A sweep level's files: <engine>.sweep-c<concurrency>.json (and .prom), next to the main
+# run's <engine>.json (ansible/roles/loadtest/tasks/sweep_level.yml).
+SWEEP_NAME = re.compile(r"^(?P<engine>.+)\.sweep-c(?P<level>[0-9]+)$")
 STAND_IN = (
     "the engines are the vLLM CPU build standing in for the GPUs the plan is for: its "
     "predictions are the GPU's, its measurements the CPU's"
@@ -69,6 +72,33 @@ def _lengths(result: dict[str, Any]) -> tuple[int, int] | None:
     )
 
 
+def operating_point(
+    plan: PlanResult, result: dict[str, Any], lengths: tuple[int, int]
+) -> OperatingPoint:
+    """The run as the estimator's question: one engine of the planned layout under the load
+    test's lengths, concurrency and prompt count. Calibration asks it again later."""
+    doc, c = plan.document, plan.winner.candidate
+    return OperatingPoint(
+        model=doc["model"],
+        vllm_version=doc["vllm_version"],
+        tp=c.tp,
+        pp=c.pp,
+        dp=c.dp,
+        ep=c.ep,
+        dcp=c.dcp,
+        input_len=lengths[0],
+        output_len=lengths[1],
+        concurrency=int(result.get("max_concurrency") or 0) or None,
+        num_prompts=int(result.get("num_prompts") or result.get("completed") or 1),
+        kv_cache_dtype=doc["kv_cache_dtype"],
+        max_num_seqs=doc["max_num_seqs"],
+        max_num_batched_tokens=doc["max_num_batched_tokens"],
+        max_model_len=doc["max_model_len"],
+        gpu_memory_utilization=doc["gpu_memory_utilization"],
+        enable_chunked_prefill=doc["enable_chunked_prefill"],
+    )
+
+
 def predicted(plan: PlanResult, cluster: ClusterSpec, result: dict[str, Any]) -> dict[str, Any]:
     """The plan's KV for one engine and the estimator's figures at the load test's settings."""
     doc, winner = plan.document, plan.winner
@@ -82,8 +112,10 @@ def predicted(plan: PlanResult, cluster: ClusterSpec, result: dict[str, Any]) ->
     lengths = _lengths(result)
     if lengths is None:
         return out
+    point = operating_point(plan, result, lengths)
+    out["operating_point"] = point.model_dump()
     try:
-        est = _estimate_at(plan, cluster, result, lengths, winner.candidate)
+        est = estimate(point.request(cluster, plan.inputs.fit, plan.inputs.spec))
     except UserError as exc:  # the run's settings are outside what the estimator takes
         out["note"] = f"no estimate at the load test's settings: {exc}"
         return out
@@ -91,54 +123,45 @@ def predicted(plan: PlanResult, cluster: ClusterSpec, result: dict[str, Any]) ->
         output_tokens_per_s=round(est.output_tokens_per_s, 1),
         ttft_ms_median=est.ttft_ms["median"],
         tpot_ms_median=est.tpot_ms["median"],
+        tpot_ms_p99=est.tpot_ms.get("p99"),
         preemptions=est.preemptions,
+        kv_cap_seqs=est.kv_cap_seqs,
     )
     return out
 
 
-def _estimate_at(
-    plan: PlanResult,
-    cluster: ClusterSpec,
-    result: dict[str, Any],
-    lengths: tuple[int, int],
-    layout: Candidate,
-) -> Estimate:
-    doc = plan.document
-    return estimate(
-        EstimateRequest(
-            spec=plan.inputs.spec,
-            cluster=cluster,
-            layout=layout,
-            traits=traits(doc["vllm_version"]),
-            input_len=lengths[0],
-            output_len=lengths[1],
-            concurrency=int(result.get("max_concurrency") or 0) or None,
-            num_prompts=int(result.get("num_prompts") or result.get("completed") or 0) or None,
-            replicas=1,
-            kv_cache_dtype=doc["kv_cache_dtype"],
-            max_num_seqs=doc["max_num_seqs"],
-            max_num_batched_tokens=doc["max_num_batched_tokens"],
-            max_model_len=doc["max_model_len"],
-            gpu_memory_utilization=doc["gpu_memory_utilization"],
-            enable_chunked_prefill=doc["enable_chunked_prefill"],
-        )
+def measured(result: dict[str, Any], metrics: Scrape, before: float | None) -> dict[str, Any]:
+    """The run's own numbers; preemptions are the counter's growth since the engine's run
+    before this one (`before`), the counter itself counting since the engine started."""
+    grew = (
+        metrics.preemptions - before
+        if metrics.preemptions is not None and before is not None
+        else metrics.preemptions
     )
-
-
-def measured(result: dict[str, Any], metrics: Scrape) -> dict[str, Any]:
-    out: dict[str, Any] = {
+    return {
         "kv_blocks": metrics.kv_blocks,
         "block_size": metrics.block_size,
         "kv_tokens": metrics.kv_blocks * metrics.block_size
         if metrics.kv_blocks and metrics.block_size
         else None,
-        "preemptions": metrics.preemptions,
+        "preemptions": grew,
+        "preemptions_total": metrics.preemptions,
         "completed": result.get("completed"),
         "output_tokens_per_s": result.get("output_throughput"),
         "ttft_ms_median": result.get("median_ttft_ms"),
         "tpot_ms_median": result.get("median_tpot_ms"),
+        "tpot_ms_p99": result.get("p99_tpot_ms"),
     }
-    return out
+
+
+@dataclass(frozen=True)
+class Run:
+    """One `vllm bench serve` run of one engine in a load test's folder."""
+
+    engine: str
+    result: dict[str, Any]
+    page: Path  # the /metrics page saved after it
+    sweep_level: int | None  # the concurrency of a sweep run; None: the main run
 
 
 def entries(
@@ -149,37 +172,41 @@ def entries(
     run: Path | None,
     stand_in: bool,
 ) -> list[dict[str, Any]]:
-    """One entry per engine the load test measured in `run` (its results folder)."""
-    results = results_in(run) if run is not None else {}
+    """One entry per engine and run the load test made in `run` (its results folder): the
+    main run, then each sweep level from the lowest concurrency up, as the role ran them."""
+    runs = runs_in(run) if run is not None else []
     at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     out = []
     for ep in endpoints:
-        result = results.get(ep["engine"])
-        if result is None:
-            continue
-        assert run is not None
-        metrics = recorded_metrics(run / f"{ep['engine']}.prom", ep["model"])
-        want = predicted(plan, cluster, result)
-        notes = [n for n in (want.pop("note", ""), metrics.note) if n]
-        out.append(
-            {
-                "schema": SCHEMA,
-                "env": env,
-                "at": at,
-                "run": (result.get("metadata") or {}).get("vfleet_run_id")
-                or result.get("vfleet_run_id"),
-                "engine": ep["engine"],
-                "model": plan.document["model"],
-                "gpu": plan.document["gpu"],
-                "vllm_version": plan.document["vllm_version"],
-                "layout": plan.document["layout"],
-                "comparable": not stand_in,
-                "why_not": STAND_IN if stand_in else None,
-                "predicted": want,
-                "measured": measured(result, metrics),
-                "notes": notes,
-            }
-        )
+        counter: float | None = None
+        for one in [r for r in runs if r.engine == ep["engine"]]:
+            metrics = recorded_metrics(one.page, ep["model"])
+            want = predicted(plan, cluster, one.result)
+            point = want.pop("operating_point", None)
+            notes = [n for n in (want.pop("note", ""), metrics.note) if n]
+            out.append(
+                {
+                    "schema": SCHEMA,
+                    "env": env,
+                    "at": at,
+                    "run": (one.result.get("metadata") or {}).get("vfleet_run_id")
+                    or one.result.get("vfleet_run_id"),
+                    "engine": ep["engine"],
+                    "sweep_level": one.sweep_level,
+                    "model": plan.document["model"],
+                    "gpu": plan.document["gpu"],
+                    "vllm_version": plan.document["vllm_version"],
+                    "layout": plan.document["layout"],
+                    "comparable": not stand_in,
+                    "why_not": STAND_IN if stand_in else None,
+                    "operating_point": point,
+                    "predicted": want,
+                    "measured": measured(one.result, metrics, counter),
+                    "notes": notes,
+                }
+            )
+            if metrics.preemptions is not None:
+                counter = metrics.preemptions
     return out
 
 
@@ -196,14 +223,23 @@ def latest_run(loadtest_dir: Path) -> Path | None:
     return max(runs, key=lambda p: p.stat().st_mtime) if runs else None
 
 
-def results_in(run: Path) -> dict[str, dict[str, Any]]:
-    """engine -> its `vllm bench serve` result in one run's folder."""
-    found = {}
+def runs_in(run: Path) -> list[Run]:
+    """Every `vllm bench serve` result in one run's folder: per engine its main run first,
+    then its sweep levels by concurrency."""
+    found = []
     for path in sorted(run.glob("*.json")):
         try:
             data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
+        except (OSError, ValueError):
             continue
-        if isinstance(data, dict) and "completed" in data:
-            found[path.stem] = data
-    return found
+        if not isinstance(data, dict) or "completed" not in data:
+            continue
+        match = SWEEP_NAME.match(path.stem)
+        engine = match["engine"] if match else path.stem
+        level = int(match["level"]) if match else None
+        found.append(Run(engine, data, path.with_suffix(".prom"), level))
+    return sorted(found, key=lambda r: (r.engine, r.sweep_level is not None, r.sweep_level or 0))
+
+
+def is_sweep_result(path: Path) -> bool:
+    return SWEEP_NAME.match(path.stem) is not None

@@ -9,6 +9,7 @@ from typing import Any
 from vfleet.budget.speculative import Speculative
 from vfleet.catalog.modelspec import ModelSpec
 from vfleet.catalog.releases import VersionTraits
+from vfleet.perf.params import Fit, default_fit
 from vfleet.plan import document
 from vfleet.plan.candidate import Candidate
 from vfleet.plan.cluster import ClusterSpec
@@ -28,6 +29,8 @@ class PlanRequest:
     layout: Candidate | None = None
     """evaluate only this layout (`--layout`)"""
     pinned: Pinned = field(default_factory=Pinned)
+    fit: Fit = field(default_factory=default_fit)
+    """the estimator's parameters: the bundled fit, or a cluster's calibration over it"""
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ def make_plan(req: PlanRequest) -> PlanResult:
         kv_cache_dtype=req.kv_cache_dtype,
         speculative=req.speculative,
         pinned=req.pinned,
+        fit=req.fit,
     )
     ranked = plan(inputs, req.layout)
     doc = document.plan_document(

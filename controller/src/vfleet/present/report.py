@@ -27,6 +27,8 @@ class ReportInputs:
     ledger: list[dict[str, Any]] = field(default_factory=list)  # this deploy's ledger lines
     stand_in: str = ""  # what is real and what stands in, when the engines stand in for GPUs
     reference_plan: dict[str, Any] | None = None  # a real model's plan on the planned GPUs
+    more: list[Section] = field(default_factory=list)  # drawn by the caller (sweep_report)
+    more_plots: list[Path] = field(default_factory=list)
 
 
 # ---- the report's structure, shared by the Markdown and the HTML --------------------------
@@ -306,12 +308,15 @@ def build(inputs: ReportInputs, out_dir: Path) -> Report:
         sections[-1].blocks.append(Image(path.name, "load test"))
     if inputs.reference_plan:
         sections.append(_reference_section(inputs.reference_plan))
-    if inputs.ledger:
-        sections.append(_ledger_section(inputs.ledger))
+    main_runs = [e for e in inputs.ledger if not e.get("sweep_level")]  # the sweep: `more`
+    if main_runs:
+        sections.append(_ledger_section(main_runs))
         path = out_dir / "ledger.png"
-        _plot_ledger(inputs.ledger, path)
+        _plot_ledger(main_runs, path)
         plots.append(path)
         sections[-1].blocks.append(Image(path.name, "predicted and measured"))
+    sections += inputs.more
+    plots += inputs.more_plots
     total = sum(s for _, s in inputs.phases)
     sections.append(
         Section(
@@ -365,7 +370,7 @@ LEDGER_ROWS = (
 )
 
 
-def _cell(value: Any, fmt: str) -> str:
+def cell(value: Any, fmt: str) -> str:
     return fmt.format(value) if isinstance(value, int | float) else "n/a"
 
 
@@ -380,7 +385,7 @@ def _ledger_section(ledger: list[dict[str, Any]]) -> Section:
                 if isinstance(want, int | float) and isinstance(got, int | float) and want
                 else "n/a"
             )
-            rows.append([entry["engine"], label, _cell(want, fmt), _cell(got, fmt), ratio])
+            rows.append([entry["engine"], label, cell(want, fmt), cell(got, fmt), ratio])
     blocks: list[Block] = [
         Table(["engine", "", "predicted", "measured", "measured / predicted"], rows)
     ]

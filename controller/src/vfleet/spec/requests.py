@@ -150,6 +150,8 @@ class PlanFlags(SpeculativeFlags):
     """evaluate only this layout, e.g. 'TP8 PP2 EP'"""
     allow_partial_facts: bool = False
     """plan even if a host's probe failed or measured nothing"""
+    calibration: FilePath | None = None
+    """a cluster's calibration.json from `vfleet calibrate` (default: the bundled fit)"""
     out: FilePath | None = None
     """also write the plan JSON here"""
     as_json: bool = Field(False, alias="json")

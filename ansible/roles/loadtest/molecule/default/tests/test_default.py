@@ -11,6 +11,7 @@ import pytest
 
 RUNS = "/var/lib/vfleet/loadtest"
 PROMPTS, OUTPUT_LEN = 16, 32  # converge.yml
+SWEEP = {1: 4, 4: 8}  # converge.yml: level -> requests (2 rounds, at least 4)
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +46,9 @@ def test_the_engine_served_the_load_host(host: Any, scenario: dict[str, Any]) ->
     address = re.escape(host.ansible.get_variables()["ansible_host"])
     log = (Path(scenario["loadtest_test_work"]) / "engine" / "vllm.log").read_text()
     served = re.findall(rf'{address}:\d+ - "POST /v1/completions HTTP/1\.1" 200', log)
-    # The measured prompts, plus the one request `vllm bench serve` sends before them.
-    assert len(served) == PROMPTS + 1, log[-2000:]
+    # The measured prompts and the sweep's, plus the one request each `vllm bench serve`
+    # run sends before them.
+    assert len(served) == PROMPTS + 1 + sum(n + 1 for n in SWEEP.values()), log[-2000:]
     assert not re.search(rf'{address}:\d+ - "[A-Z]+ [^"]*" 401', log), "a request without the key"
 
 
@@ -65,3 +67,15 @@ def test_older_runs_were_pruned(host: Any) -> None:
     assert runs == ["20250103T000000Z", "molecule"]
     for name in ("json", "txt"):
         assert host.file(f"{RUNS}/molecule/engine-0.{name}").exists
+
+
+@pytest.mark.parametrize("level", sorted(SWEEP))
+def test_each_sweep_level_ran_and_saved_its_metrics(scenario: dict[str, Any], level: int) -> None:
+    """Each level's result and the engine's /metrics after it reached the controller."""
+    run = Path(scenario["loadtest_test_work"]) / "report" / "molecule"
+    result = json.loads((run / f"engine-0.sweep-c{level}.json").read_text())
+    assert result["max_concurrency"] == level
+    assert result["completed"] == result["num_prompts"] == SWEEP[level]
+    assert result["vfleet_sweep_level"] == str(level)
+    page = (run / f"engine-0.sweep-c{level}.prom").read_text()
+    assert re.search(r"^vllm:num_preemptions_total\{", page, re.MULTILINE)

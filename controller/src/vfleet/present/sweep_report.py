@@ -1,0 +1,183 @@
+"""The report's concurrency sweep and calibration sections.
+
+The sweep: the ledger's sweep lines of each engine, output tok/s, TPOT p99 and preemptions
+against the load test's concurrency, with the plan's max-num-seqs and the KV cache's
+ceiling at the run's lengths marked; past that ceiling more concurrency buys only
+preemption (the high-concurrency chapter's curve). The calibration: what planning with the
+cluster's own calibration changed, against the bundled fit.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from vfleet.present.report import Block, Image, Section, Table, Text, cell
+
+
+def kv_ceiling(kv_tokens: Any, block_size: Any, input_len: int, output_len: int) -> int | None:
+    """Requests the KV cache holds at once when each grows to input + output tokens."""
+    if not isinstance(kv_tokens, int | float) or not isinstance(block_size, int) or not kv_tokens:
+        return None
+    per_request = math.ceil((input_len + output_len) / block_size) * block_size
+    return int(kv_tokens // per_request)
+
+
+def sweep_lines(ledger: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """engine -> its sweep lines by concurrency."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for line in ledger:
+        if line.get("sweep_level"):
+            out.setdefault(line["engine"], []).append(line)
+    return {e: sorted(lines, key=lambda x: x["sweep_level"]) for e, lines in out.items()}
+
+
+def _ceilings(line: dict[str, Any]) -> tuple[int | None, int | None]:
+    op = line.get("operating_point") or {}
+    if not op:
+        return None, None
+    want, got = line["predicted"], line["measured"]
+    lengths = (op["input_len"], op["output_len"])
+    return (
+        kv_ceiling(want.get("kv_tokens"), want.get("block_size"), *lengths),
+        kv_ceiling(got.get("kv_tokens"), got.get("block_size") or want.get("block_size"), *lengths),
+    )
+
+
+def sweep_section(
+    ledger: list[dict[str, Any]], plan: dict[str, Any], out_dir: Path
+) -> tuple[Section, Path] | None:
+    by_engine = sweep_lines(ledger)
+    if not by_engine:
+        return None
+    rows = []
+    for engine, lines in by_engine.items():
+        for line in lines:
+            want, got = line["predicted"], line["measured"]
+            rows.append(
+                [
+                    engine,
+                    str(line["sweep_level"]),
+                    cell(got.get("output_tokens_per_s"), "{:,.1f}"),
+                    cell(want.get("output_tokens_per_s"), "{:,.1f}"),
+                    cell(got.get("tpot_ms_p99"), "{:,.2f}"),
+                    cell(want.get("tpot_ms_p99"), "{:,.2f}"),
+                    cell(got.get("preemptions"), "{:,.0f}"),
+                ]
+            )
+    first = next(iter(by_engine.values()))[0]
+    predicted_cap, measured_cap = _ceilings(first)
+    marks = [f"max-num-seqs {plan['max_num_seqs']}"]
+    if measured_cap is not None:
+        marks.append(
+            f"the KV cache's ceiling {measured_cap} requests (from the blocks it allocated)"
+        )
+    if predicted_cap is not None and predicted_cap != measured_cap:
+        marks.append(f"{predicted_cap} as the plan's KV budget predicts")
+    path = out_dir / "sweep.png"
+    _plot(by_engine, plan["max_num_seqs"], predicted_cap, measured_cap, path)
+    blocks: list[Block] = [
+        Text(
+            [
+                (
+                    "",
+                    "Each engine again at rising concurrency. Marked: "
+                    + "; ".join(marks)
+                    + ". Past the ceiling, throughput stops rising and only preemption grows.",
+                )
+            ]
+        ),
+        Table(
+            [
+                "engine",
+                "concurrency",
+                "output tok/s",
+                "predicted",
+                "TPOT p99 ms",
+                "predicted",
+                "preemptions",
+            ],
+            rows,
+        ),
+        Image(path.name, "concurrency sweep"),
+    ]
+    if not first["comparable"]:
+        blocks.append(Text([("", f"The predictions are no check here: {first['why_not']}.")]))
+    return Section("Concurrency sweep", blocks), path
+
+
+def _plot(
+    by_engine: dict[str, list[dict[str, Any]]],
+    max_num_seqs: int,
+    predicted_cap: int | None,
+    measured_cap: int | None,
+    path: Path,
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = (
+        ("output_tokens_per_s", "output tokens/s"),
+        ("tpot_ms_p99", "TPOT p99 (ms)"),
+        ("preemptions", "preemptions"),
+    )
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    top = max(line["sweep_level"] for lines in by_engine.values() for line in lines)
+    for ax, (key, label) in zip(axes, panels, strict=True):
+        for engine, lines in by_engine.items():
+            x = [line["sweep_level"] for line in lines]
+            ax.plot(x, [line["measured"].get(key) or 0 for line in lines], "o-", label=engine)
+        for value, style, name in (
+            (measured_cap, "--", "KV ceiling (measured)"),
+            (predicted_cap if predicted_cap != measured_cap else None, ":", "KV ceiling (plan)"),
+            (max_num_seqs if max_num_seqs <= top * 2 else None, "-.", "max-num-seqs"),
+        ):
+            if value:
+                ax.axvline(value, linestyle=style, color="grey", label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrency (--max-concurrency)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Concurrency sweep (measured)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def calibration_section(
+    summary: str, bundled: dict[str, Any], calibrated: dict[str, Any]
+) -> Section:
+    """The plan with the bundled fit next to the plan with the cluster's calibration."""
+    rows = []
+    for label, old, new in (
+        ("layout", *(f"{d['layout']} x{d['replicas']}" for d in (bundled, calibrated))),
+        ("max-num-seqs", *(str(d["max_num_seqs"]) for d in (bundled, calibrated))),
+        (
+            "max-num-batched-tokens",
+            *(str(d["max_num_batched_tokens"]) for d in (bundled, calibrated)),
+        ),
+        (
+            "predicted tokens/s",
+            *(f"{d['predicted']['tokens_per_s']:,.0f}" for d in (bundled, calibrated)),
+        ),
+        (
+            "predicted TPOT ms",
+            *(f"{d['predicted']['tpot_ms']:.1f}" for d in (bundled, calibrated)),
+        ),
+        (
+            "predicted TTFT ms",
+            *(f"{d['predicted']['ttft_ms']:.0f}" for d in (bundled, calibrated)),
+        ),
+    ):
+        rows.append([label, old, new, "" if old == new else "changed"])
+    return Section(
+        "What the calibration changed",
+        [
+            Text([("", f"Planned with this cluster's calibration: {summary}.")]),
+            Table(["", "bundled fit", "calibrated", ""], rows),
+        ],
+    )
