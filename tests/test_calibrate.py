@@ -178,8 +178,8 @@ def test_stand_in_engines_are_not_calibrated_on(tmp_path, runs):
     _write(ctx, [_line(c, comparable=False) for c in runs])
     with pytest.raises(
         UserError,
-        match="0 usable run.*left out: not comparable: the engines "
-        "are the vLLM CPU build standing in",
+        match=r"0 usable run.*left out: not comparable: the engines "
+        r"are the vLLM CPU build standing in",
     ):
         calibrate_env.calibrate_context(ctx)
 

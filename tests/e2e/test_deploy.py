@@ -37,7 +37,7 @@ def test_first_deploy_goes_all_the_way(deployed):
     results = [
         json.loads(p.read_text())
         for p in (ARTIFACTS / "report" / "loadtest").rglob("*.json")
-        if "completed" in p.read_text()
+        if "completed" in p.read_text() and ".sweep-c" not in p.name
     ]
     # 40 prompts per endpoint (inventories/local/group_vars: loadtest_num_prompts)
     assert len(results) == 2 and all(r["completed"] == 40 for r in results)
@@ -48,20 +48,33 @@ def test_first_deploy_goes_all_the_way(deployed):
         "kv_budget.png",
         "loadtest.png",
         "plan_alternatives.png",
+        "sweep.png",
     ):
         assert (report / name).is_file(), name
     assert (report / "kv_budget.png").read_bytes()[:4] == b"\x89PNG"
     # The ledger: one line per engine, the real engine's KV blocks read from its /metrics,
     # and marked as no check of the model (CPU engines standing in for the planned H200).
     lines = [json.loads(x) for x in (ARTIFACTS / "ledger.jsonl").read_text().splitlines()]
-    assert sorted(e["engine"] for e in lines) == ["engine-0", "engine-1"]
-    for entry in lines:
+    main = [e for e in lines if e["sweep_level"] is None]
+    assert sorted(e["engine"] for e in main) == ["engine-0", "engine-1"]
+    for entry in main:
         assert entry["comparable"] is False and not entry["notes"], entry
-        assert entry["measured"]["kv_blocks"] > 0 and entry["measured"]["completed"] == 40
+        assert entry["measured"]["completed"] == 40
+        # 4 MiB of KV at 512 bytes a token (2 layers x 2 KV heads x 32 x K and V, bf16):
+        # 8,192 tokens, 64 blocks of 128, as cache_config_info reports them.
+        assert (entry["measured"]["kv_blocks"], entry["measured"]["block_size"]) == (64, 128)
         assert entry["predicted"]["output_tokens_per_s"] > 0
+    # The sweep on engine-0 (levels 4-64): 128 + 64 tokens take two blocks a request, so
+    # 32 requests fill the cache; below that nothing is preempted, at 64 preemption starts.
+    sweep = {e["sweep_level"]: e["measured"] for e in lines if e["sweep_level"]}
+    assert sorted(sweep) == [4, 16, 32, 64]
+    assert sweep[4]["preemptions"] == sweep[16]["preemptions"] == 0, sweep
+    assert sweep[64]["preemptions"] > 0, sweep
+    assert all(m["completed"] == 2 * level for level, m in sweep.items())  # two rounds
     text = (report / "report.md").read_text()
     assert "Predicted and measured" in text and "What is real here" in text
     assert "## The same cluster with a real model" in text  # the numbers to read as a forecast
+    assert "## Concurrency sweep" in text
 
 
 def test_second_deploy_changes_and_restarts_nothing(deployed):
