@@ -70,24 +70,15 @@ def sweep_section(
     predicted_cap, measured_cap = _ceilings(first)
     marks = [f"max-num-seqs {plan['max_num_seqs']}"]
     if measured_cap is not None:
-        marks.append(
-            f"the KV cache's ceiling {measured_cap} requests (from the blocks it allocated)"
-        )
+        marks.append(f"the KV cache's ceiling, {measured_cap:,} requests (from its blocks)")
     if predicted_cap is not None and predicted_cap != measured_cap:
-        marks.append(f"{predicted_cap} as the plan's KV budget predicts")
+        marks.append(f"{predicted_cap:,} as the plan's KV budget predicts")
     path = out_dir / "sweep.png"
     _plot(by_engine, plan["max_num_seqs"], predicted_cap, measured_cap, path)
+    said = "Each engine again at rising concurrency. Marked: " + "; ".join(marks) + "."
+    past = _past_the_ceiling(next(iter(by_engine.values())), measured_cap or predicted_cap)
     blocks: list[Block] = [
-        Text(
-            [
-                (
-                    "",
-                    "Each engine again at rising concurrency. Marked: "
-                    + "; ".join(marks)
-                    + ". Past the ceiling, throughput stops rising and only preemption grows.",
-                )
-            ]
-        ),
+        Text([("", said + (" " + past if past else ""))]),
         Table(
             [
                 "engine",
@@ -105,6 +96,30 @@ def sweep_section(
     if not first["comparable"]:
         blocks.append(Text([("", f"The predictions are no check here: {first['why_not']}.")]))
     return Section("Concurrency sweep", blocks), path
+
+
+def _past_the_ceiling(lines: list[dict[str, Any]], cap: int | None) -> str:
+    """What going past the ceiling bought, from the measurements (the chapter expects
+    throughput to flatten and preemptions to grow)."""
+    if cap is None:
+        return ""
+    below = [x for x in lines if x["sweep_level"] <= cap]
+    above = [x for x in lines if x["sweep_level"] > cap]
+    if not below or not above:
+        return ""
+    a, b = below[-1], above[-1]
+    tok_a, tok_b = (
+        a["measured"].get("output_tokens_per_s"),
+        b["measured"].get("output_tokens_per_s"),
+    )
+    if not tok_a or not tok_b:
+        return ""
+    pre_a, pre_b = a["measured"].get("preemptions") or 0, b["measured"].get("preemptions") or 0
+    return (
+        f"From {a['sweep_level']} to {b['sweep_level']} requests in flight, past the ceiling, "
+        f"output tok/s changed {tok_b / tok_a - 1:+.0%} and the preemptions a level added "
+        f"went from {pre_a:,.0f} to {pre_b:,.0f}."
+    )
 
 
 def _plot(
