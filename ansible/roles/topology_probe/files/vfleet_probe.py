@@ -478,6 +478,12 @@ def _host_commands(commands: dict[str, Any]) -> None:
         commands["numactl"] = run(["numactl", "-H"], 30)
     if shutil.which("systemctl"):
         commands["fabricmanager"] = run(["systemctl", "is-active", "nvidia-fabricmanager"], 30)
+    if shutil.which("journalctl"):
+        # The driver's Xid events since boot (exit 1 with no output: none logged).
+        commands["kernel_xid"] = run(
+            ["journalctl", "-k", "-b", "--no-pager", "-q", "-o", "short-iso", "-g", "NVRM: Xid"],
+            60,
+        )
 
 
 def _python_and_flags(args: argparse.Namespace, raw: dict[str, Any]) -> None:

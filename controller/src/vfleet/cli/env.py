@@ -30,6 +30,11 @@ def add_deploy_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="plan even if a host's probe failed (hosts it saw no GPU on are left out)",
     )
+    p.add_argument(
+        "--allow-degraded",
+        action="store_true",
+        help="plan on hosts that failed a health check too (loudly; see vfleet preflight)",
+    )
 
 
 def add_validate_args(p: argparse.ArgumentParser) -> None:
@@ -49,7 +54,12 @@ def add_known_hosts_args(p: argparse.ArgumentParser) -> None:
 def cmd_deploy(args: argparse.Namespace) -> int:
     from vfleet.deploy import pipeline
 
-    return pipeline.deploy(args.env, root=args.root, allow_partial=args.allow_partial_facts)
+    return pipeline.deploy(
+        args.env,
+        root=args.root,
+        allow_partial=args.allow_partial_facts,
+        allow_degraded=args.allow_degraded,
+    )
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
@@ -68,7 +78,11 @@ def cmd_plan_env(args: argparse.Namespace) -> int:
     from vfleet.deploy import pipeline
 
     return pipeline.deploy(
-        args.env, plan_only=True, root=args.root, allow_partial=args.allow_partial_facts
+        args.env,
+        plan_only=True,
+        root=args.root,
+        allow_partial=args.allow_partial_facts,
+        allow_degraded=args.allow_degraded,
     )
 
 
@@ -130,3 +144,32 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     doc, path, left_out = calibrate_env.calibrate_env(args.env, args.root)
     calibrate_env.print_summary(doc, path, left_out, args.json)
     return 0
+
+
+def add_preflight_args(p: argparse.ArgumentParser) -> None:
+    add_env_args(p)
+    p.add_argument("--all", action="store_true", help="list the passing checks too")
+    p.add_argument("--json", action="store_true", help="print every check as JSON")
+
+
+def cmd_preflight(args: argparse.Namespace) -> int:
+    """The health gate on the environment's probed facts: exit 1 when a host fails."""
+    import json
+
+    from vfleet.deploy.context import load_context
+    from vfleet.deploy.flow import expected_gpus
+    from vfleet.health import gate
+    from vfleet.probe.to_cluster import load_facts_dir
+
+    ctx = load_context(args.env, args.root)
+    facts_dir = ctx.artifacts / "facts"
+    if not any(facts_dir.glob("*.json")):
+        raise UserError(f"no probe facts in {ctx.shown(facts_dir)}: run make probe ENV={args.env}")
+    verdicts = gate.assess(load_facts_dir(facts_dir), expected_gpus(ctx))
+    if args.json:
+        print(json.dumps([v.to_json() for v in verdicts], indent=2))
+    else:
+        for v in verdicts:
+            print(f"{v.host}: {v.verdict}")
+        print(gate.table(verdicts, everything=args.all))
+    return 1 if any(v.failed for v in verdicts) else 0

@@ -76,6 +76,12 @@ TABLE: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Command]
         env.cmd_known_hosts,
     ),
     (
+        "preflight",
+        "check every probed host's GPUs and fabric (the deploy's health gate)",
+        env.add_preflight_args,
+        env.cmd_preflight,
+    ),
+    (
         "calibrate",
         "refit the estimator on an environment's measured runs (its ledger)",
         env.add_calibrate_args,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,8 @@ from vfleet.catalog.releases import traits
 from vfleet.deploy import calibrate_env, envcheck, ledger
 from vfleet.deploy.context import Context, inventory_docs
 from vfleet.errors import UserError
+from vfleet.health import gate
+from vfleet.health.gate import HostVerdict
 from vfleet.plan.cluster import ClusterSpec
 from vfleet.plan.make import PlanRequest, PlanResult, make_plan
 from vfleet.plan.search import Pinned
@@ -42,15 +44,22 @@ STAND_IN = (
 class Probed:
     hosts: list[dict[str, Any]]
     """the normalised facts of the hosts planned on (a failed host's left out with
-    --allow-partial-facts)"""
+    --allow-partial-facts, a sick one by the health gate)"""
     cluster: ClusterSpec
     left_out: list[str]
+    why: dict[str, str] = field(default_factory=dict)
+    """host -> why the plan left it out"""
+    verdicts: list[HostVerdict] = field(default_factory=list)
+    """the health gate's checks of every probed host"""
 
 
-def probed_cluster(ctx: Context, command: str, allow_partial: bool) -> Probed:
+def probed_cluster(
+    ctx: Context, command: str, allow_partial: bool, allow_degraded: bool = False
+) -> Probed:
     """The cluster from artifacts/<env>/facts, read once. A failed probe stops the plan with
     one line naming the host; with allow_partial the plan goes ahead on what the probes
-    collected, leaving out the hosts whose probe saw no GPU."""
+    collected, leaving out the hosts whose probe saw no GPU. The health gate
+    (vfleet.health) then leaves out each host a check fails, unless allow_degraded."""
     facts = load_facts_dir(ctx.artifacts / "facts")
     failed = [f for f in facts if f.get("probe_failed")]
     if failed and not allow_partial:
@@ -62,14 +71,19 @@ def probed_cluster(ctx: Context, command: str, allow_partial: bool) -> Probed:
             f"the probe failed on {listing}: fix the host and re-run `make probe ENV={ctx.env}`, "
             f"or plan without it: vfleet {command} --env {ctx.env} --allow-partial-facts"
         )
-    blind = [f["host"] for f in failed if not f.get("gpu_count")]
-    kept = [f for f in facts if f["host"] not in blind]
+    why = {f["host"]: "its probe saw no GPU" for f in failed if not f.get("gpu_count")}
+    seen = [f for f in facts if f["host"] not in why]
+    verdicts = _health_gate(ctx, seen, allow_degraded, why)
+    kept = [f for f in seen if f["host"] not in why]
     if not kept:
         raise UserError(
-            f"no host's probe saw a GPU: fix the hosts and re-run make probe ENV={ctx.env}"
+            f"no host is fit to plan on ({'; '.join(f'{h}: {w}' for h, w in why.items())}): "
+            f"fix the hosts and re-run make probe ENV={ctx.env}"
         )
-    if blind:
-        print(f"==> partial facts\n    planning without {', '.join(blind)}: its probe saw no GPU")
+    if why:
+        print("==> partial facts")
+        for host, reason in why.items():
+            print(f"    planning without {host}: {reason}")
     cluster = cluster_from_facts(kept, allow_partial=allow_partial)
     # A host that lost a GPU is named before anything is planned around it.
     envcheck.check_probed_hardware(
@@ -78,7 +92,34 @@ def probed_cluster(ctx: Context, command: str, allow_partial: bool) -> Probed:
         ctx.var("vfleet_expect_gpus_per_host"),
         envcheck.hosts_of(inventory_docs(ctx)),
     )
-    return Probed(kept, cluster, blind)
+    return Probed(kept, cluster, list(why), why, verdicts)
+
+
+def _health_gate(
+    ctx: Context, facts: list[dict[str, Any]], allow_degraded: bool, why: dict[str, str]
+) -> list[HostVerdict]:
+    """Check every host; record in `why` each one a check fails (unless allow_degraded)."""
+    verdicts = gate.assess(facts, expected_gpus(ctx))
+    sick = [v for v in verdicts if v.failed]
+    print("==> health gate", flush=True)
+    print("    " + gate.table(verdicts).replace("\n", "\n    "))
+    if sick and allow_degraded:
+        print(
+            f"    WARNING: planning on {len(sick)} host(s) that failed a check "
+            "(--allow-degraded): " + ", ".join(v.host for v in sick)
+        )
+    elif sick:
+        why.update({v.host: f"failed the health gate ({v.reason()})" for v in sick})
+    return verdicts
+
+
+def expected_gpus(ctx: Context) -> dict[str, int | None]:
+    default = ctx.var("vfleet_expect_gpus_per_host")
+    out = {}
+    for host in envcheck.hosts_of(inventory_docs(ctx)):
+        want = host.vars.get("vfleet_gpus") or default
+        out[host.name] = int(want) if want else None
+    return out
 
 
 def plan(ctx: Context, cluster: ClusterSpec) -> PlanResult:
@@ -161,6 +202,7 @@ def write_report(
     result: PlanResult,
     endpoints: list[dict[str, Any]],
     cluster: ClusterSpec | None = None,
+    probed: Probed | None = None,
 ) -> Path:
     """report.md and report.html from the planner's own budget (nothing recomputed from JSON);
     with the cluster, this deploy's ledger lines too (vfleet.deploy.ledger)."""
@@ -196,6 +238,11 @@ def write_report(
         )
         ledger.append(ctx.artifacts / "ledger.jsonl", lines)
     more, more_plots = _sweep_and_calibration(ctx, result, lines, out)
+    if probed is not None:
+        from vfleet.present.health_report import health_section
+
+        more.insert(0, health_section(probed.verdicts, probed.why))
+        notes += [f"Left out of the plan: {host}, {why}." for host, why in probed.why.items()]
     ctx.timings.append(("report", time.monotonic() - start))
     inputs = report.ReportInputs(
         ctx.env,

@@ -37,6 +37,7 @@ class Run:
     ctx: Context
     command: str
     allow_partial: bool = False
+    allow_degraded: bool = False
     probed: flow.Probed | None = None
     planned: PlanResult | None = None
     rendered: Rendered | None = None
@@ -98,7 +99,7 @@ def _plan(run: Run) -> None:
     # No earlier render: nothing of this deployment serves yet, so no replica has to keep
     # serving while another restarts, and every host starts at once.
     run.first_launch = not (run.ctx.artifacts / "launch" / "endpoints.json").is_file()
-    run.probed = flow.probed_cluster(run.ctx, run.command, run.allow_partial)
+    run.probed = flow.probed_cluster(run.ctx, run.command, run.allow_partial, run.allow_degraded)
     run.planned = flow.plan(run.ctx, run.probed.cluster)
 
 
@@ -120,7 +121,7 @@ def _launch(run: Run) -> None:
 def _report(run: Run) -> None:
     assert run.planned is not None
     assert run.probed is not None
-    html = flow.write_report(run.ctx, run.planned, run.endpoints, run.probed.cluster)
+    html = flow.write_report(run.ctx, run.planned, run.endpoints, run.probed.cluster, run.probed)
     print_summary(run.ctx, run.endpoints)
     print(f"\nReport: {html}")
 
@@ -199,8 +200,9 @@ def print_summary(ctx: Context, endpoints: list[dict[str, Any]]) -> None:
 
 
 def resume_hint(run: Run) -> str:
-    if run.allow_partial:
-        return f"vfleet {run.command} --env {run.ctx.env} --allow-partial-facts"
+    flags = " --allow-partial-facts" * run.allow_partial + " --allow-degraded" * run.allow_degraded
+    if flags:
+        return f"vfleet {run.command} --env {run.ctx.env}{flags}"
     return f"make {RESUME[run.command]} ENV={run.ctx.env}"
 
 
@@ -222,9 +224,10 @@ def deploy(
     probe_only: bool = False,
     root: Path | str | None = None,
     allow_partial: bool = False,
+    allow_degraded: bool = False,
 ) -> int:
     command = "probe" if probe_only else "plan-env" if plan_only else "deploy"
-    return run_journey(Run(load_context(env, root), command, allow_partial))
+    return run_journey(Run(load_context(env, root), command, allow_partial, allow_degraded))
 
 
 def destroy(env: str, root: Path | str | None = None) -> int:

@@ -15,6 +15,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from vfleet.probe.gpu_health import GpuHealth, parse_gpu_health
 from vfleet.probe.values import int_or_none
 
 # Most NVLinks one GPU has (H100/H200/B200: 18). A direct mesh splits them among its peers,
@@ -61,6 +62,7 @@ class SmiGpu:
     memory_reserved_mib: int | None
     module_id: str | None
     fabric: GpuFabric
+    health: GpuHealth = field(default_factory=GpuHealth)
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ def parse_nvidia_smi_xml(text: str) -> SmiReport:
                     cluster_uuid=_text(fabric, "clusterUuid"),
                     health=_text(fabric, "health/summary"),
                 ),
+                health=parse_gpu_health(gpu),
             )
         )
     return SmiReport(_text(root, "driver_version"), _text(root, "cuda_version"), tuple(gpus))

@@ -45,6 +45,7 @@ from vfleet.probe.gpu_tools import (
     parse_topo_matrix,
 )
 from vfleet.probe.host import parse_lscpu, parse_meminfo_mib, parse_numactl, parse_vllm_flags
+from vfleet.probe.kernel_log import xid_events
 from vfleet.probe.network import (
     NetIf,
     default_route_interface,
@@ -316,6 +317,7 @@ def _from_probe(raw: dict[str, Any], host: str | None) -> dict[str, Any]:
             "flags": parse_vllm_flags(help_text) if help_text else [],
         },
         "bandwidth": _bandwidth(raw),
+        "xid_events": xid_events((raw.get("commands") or {}).get("kernel_xid")),
         "probe_failed": bool(raw.get("probe_failed")),
         "errors": errors,
         "notes": notes,

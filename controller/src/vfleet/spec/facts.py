@@ -103,6 +103,47 @@ class HostFabricFacts(GpuFabricFacts):
     """every GPU registered in one multi-node NVLink clique (e.g. true on GB200 NVL72)"""
 
 
+Count = Annotated[int, Field(ge=0, le=10**12)]
+
+
+class GpuHealthFacts(StrictModel):
+    """One GPU's health fields in nvidia-smi -q -x; null where the driver does not report."""
+
+    persistence_mode: bool | None = None
+    """persistence mode on (e.g. true)"""
+    ecc_volatile_correctable: Count | None = None
+    """correctable ECC errors since the driver loaded (e.g. 0)"""
+    ecc_volatile_uncorrectable: Count | None = None
+    """uncorrectable ECC errors since the driver loaded (e.g. 0)"""
+    ecc_aggregate_correctable: Count | None = None
+    """correctable ECC errors over the board's life (e.g. 0)"""
+    ecc_aggregate_uncorrectable: Count | None = None
+    """uncorrectable ECC errors over the board's life (e.g. 0)"""
+    retired_pages_sbe: Count | None = None
+    """pages retired for repeated single-bit errors (pre-Ampere; e.g. 0)"""
+    retired_pages_dbe: Count | None = None
+    """pages retired for double-bit errors (pre-Ampere; e.g. 0)"""
+    retirement_pending: bool | None = None
+    """a page retirement waits for a GPU reset"""
+    remapped_rows_uncorrectable: Count | None = None
+    """rows remapped for uncorrectable errors (Ampere on; e.g. 0)"""
+    remap_pending: bool | None = None
+    """a row remap waits for a GPU reset"""
+    remap_failure: bool | None = None
+    """a row remap failed: the bank has no spare rows left"""
+    pcie_gen: Annotated[int, Field(ge=1, le=16)] | None = None
+    """current PCIe generation (e.g. 5)"""
+    pcie_gen_max: Annotated[int, Field(ge=1, le=16)] | None = None
+    """the most the GPU and its slot support (e.g. 5)"""
+    pcie_width: Annotated[int, Field(ge=1, le=64)] | None = None
+    """current PCIe lanes (e.g. 16)"""
+    pcie_width_max: Annotated[int, Field(ge=1, le=64)] | None = None
+    """the most lanes the device supports (e.g. 16)"""
+    clock_event_reasons: Annotated[list[Text], Field(max_length=64)] = Field(default_factory=list)
+    """active clock event (throttle) reasons other than idle, application clocks, display and
+    sync boost (e.g. [hw_thermal_slowdown])"""
+
+
 class GpuFacts(StrictModel):
     """One GPU as nvidia-smi -q -x lists it."""
 
@@ -126,6 +167,8 @@ class GpuFacts(StrictModel):
     """board module id (e.g. 1)"""
     fabric: GpuFabricFacts = GpuFabricFacts()
     """multi-node NVLink registration of this GPU"""
+    health: GpuHealthFacts = GpuHealthFacts()
+    """ECC, retired pages, remapped rows, PCIe link, clock event reasons, persistence mode"""
 
 
 class TopologyFacts(StrictModel):
@@ -270,6 +313,17 @@ class BandwidthFacts(StrictModel):
     """torch.distributed backend of the all_reduce runs (e.g. nccl)"""
 
 
+class XidFacts(StrictModel):
+    """One NVIDIA Xid event from the kernel log."""
+
+    device: Annotated[str, Field(max_length=64)]
+    """the device the driver names (e.g. PCI:0000:3b:00)"""
+    code: Annotated[int, Field(ge=0, le=100000)]
+    """the Xid (e.g. 79)"""
+    text: Annotated[str, Field(max_length=500)] = ""
+    """the rest of the line (e.g. pid=1234, GPU has fallen off the bus.)"""
+
+
 class FactsModel(StrictModel):
     """What the topology probe saw on one GPU host, normalised (schema vfleet.facts/1)."""
 
@@ -321,6 +375,8 @@ class FactsModel(StrictModel):
     """the vLLM in the probed venv"""
     bandwidth: BandwidthFacts = BandwidthFacts()
     """measured bandwidths"""
+    xid_events: Annotated[list[XidFacts], Field(max_length=10000)] | None = None
+    """NVIDIA Xid events in the kernel log since boot ([] none; null: not captured)"""
     probe_failed: bool = False
     """the probe failed on this host (see errors)"""
     errors: Annotated[list[Text], Field(max_length=1000)] = Field(default_factory=list)
