@@ -93,6 +93,7 @@ bench: setup engine oracle-sources ## Print the benchmark numbers (accuracy, ora
 	$(VENV)/bin/python bench/plan_render_flow.py
 	$(VENV)/bin/python bench/perf_accuracy.py
 	$(VENV)/bin/python bench/kv_ceiling.py
+	$(VENV)/bin/python bench/calibration_gain.py
 
 bench-aic: setup ## Score our plans with NVIDIA AIConfigurator (installs it, ~850 MB)
 	bash scripts/install-aiconfigurator.sh

@@ -108,9 +108,12 @@ def main() -> int:
             )
     alone = [abs(x["fit_alone"] / x["measured"] - 1) for r in results for x in r["runs"]]
     tuned = [abs(x["calibrated"] / x["measured"] - 1) for r in results for x in r["runs"]]
+    worse = sum(t > a for a, t in zip(alone, tuned, strict=True))
+    worst = max(t - a for a, t in zip(alone, tuned, strict=True))
     print(
         f"\nall held-out runs ({len(alone)}): median |error| {statistics.median(alone):.1%} with "
-        f"the fit alone, {statistics.median(tuned):.1%} calibrated"
+        f"the fit alone, {statistics.median(tuned):.1%} calibrated; worse after calibrating: "
+        f"{worse} of {len(alone)} (worst {worst:+.0%})"
     )
     return 0
 

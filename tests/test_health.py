@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,8 @@ from cli_run import vfleet
 from test_deploy_flow import _context
 from test_facts import H100, H200, HOSTS, _ok, raw_probe, second_host, with_bandwidth, write_dir
 
-from vfleet.deploy import flow
-from vfleet.health import gate
+from vfleet.deploy import flow, preflight
+from vfleet.health import gate, ssh_sweep
 from vfleet.probe.kernel_log import parse_xids, xid_events
 from vfleet.probe.normalize import normalize
 
@@ -223,13 +224,54 @@ def test_allow_degraded_plans_on_the_sick_host_loudly(tmp_path, capsys):
     )
 
 
-def test_preflight_prints_the_verdicts_and_exits_1_on_a_failed_host(tmp_path, monkeypatch):
+def test_preflight_sweeps_then_checks_the_facts_and_exits_1(tmp_path, monkeypatch):
+    """Without hosts to reach (the prod inventory's addresses are not up here) every host
+    fails the sweep in about the timeout; the facts checks still run and name gpu-b."""
     ctx = _sick_second_host(tmp_path)
-    # The bundle's inventory needs no host check here: the command reads the facts.
-    monkeypatch.setattr("vfleet.deploy.context.load_context", lambda env, root=None: ctx)
-    got = vfleet("preflight", "--env", "prod", "--root", str(ctx.root))
+    # Terraform's inventory of the two hosts, at TEST-NET addresses nothing answers on.
+    (ctx.artifacts / "hosts.yml").write_text(
+        "all:\n  children:\n    gpu_hosts:\n      hosts:\n"
+        "        vm: {ansible_host: 192.0.2.10}\n        gpu-b: {ansible_host: 192.0.2.11}\n"
+    )
+    monkeypatch.setattr(preflight, "load_context", lambda env, root=None: ctx)
+    got = vfleet("preflight", "--env", "prod", "--root", str(ctx.root), "--timeout", "1")
     assert got.returncode == 1, got.stderr
-    assert "gpu-b: fail" in got.stdout and "vm: pass" in got.stdout
-    listed = vfleet("preflight", "--env", "prod", "--root", str(ctx.root), "--json")
-    hosts = {h["host"]: h for h in json.loads(listed.stdout)}
+    assert "==> SSH sweep" in got.stdout and "gpu-b: fail" in got.stdout
+    listed = vfleet(
+        "preflight", "--env", "prod", "--root", str(ctx.root), "--timeout", "1", "--json"
+    )
+    doc = json.loads(listed.stdout.split("\n", 1)[1])  # after the sweep's progress line
+    assert {r["verdict"] for r in doc["sweep"]} == {"fail"}
+    assert all(not r["reachable"] and r["error"] for r in doc["sweep"])
+    hosts = {h["host"]: h for h in doc["checks"]}
     assert hosts["gpu-b"]["verdict"] == "fail" and hosts["vm"]["verdict"] == "pass"
+
+
+def test_a_host_is_reached_as_its_ssh_config_says(tmp_path):
+    """The Terraform envs hand Ansible `-F ssh_config`; the sweep reads the same file."""
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        "Host h1\n    HostName 10.213.0.11\nHost *\n    User root\n"
+        f"    IdentityFile {tmp_path}/key\n    StrictHostKeyChecking no\n"
+        "    ProxyCommand /opt/proxy %h %p\n"
+    )
+    hostvars = {"ansible_ssh_common_args": f"-F {config}", "ansible_user": "ubuntu"}
+    got = ssh_sweep.target_for("h1", "h1", 22, hostvars, tmp_path / "known_hosts")
+    assert (got.address, got.user, got.proxy_command) == (
+        "10.213.0.11",
+        "root",
+        "/opt/proxy 10.213.0.11 22",
+    )
+    assert got.key_files == (f"{tmp_path}/key",)
+    assert got.known_hosts is None  # the config turns checking off: reported as not checked
+    plain = ssh_sweep.target_for("h2", "10.0.0.2", 2222, {}, tmp_path / "known_hosts")
+    assert (plain.port, plain.known_hosts) == (2222, tmp_path / "known_hosts")
+
+
+def test_a_closed_port_is_unreachable_at_once():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, not listening: connections are refused
+        row = ssh_sweep.reach(ssh_sweep.Target("h", "127.0.0.1", port), 5.0, "/srv")
+    assert not row.reachable and row.verdict == "fail" and row.seconds < 5
+    assert "refused" in row.error.lower() or "unable to connect" in row.error.lower()

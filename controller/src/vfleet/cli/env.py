@@ -149,27 +149,34 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def add_preflight_args(p: argparse.ArgumentParser) -> None:
     add_env_args(p)
     p.add_argument("--all", action="store_true", help="list the passing checks too")
-    p.add_argument("--json", action="store_true", help="print every check as JSON")
+    p.add_argument("--json", action="store_true", help="print the sweep and every check as JSON")
+    p.add_argument(
+        "--timeout",
+        type=flags.number(0, 300, example="10"),
+        default=10.0,
+        help="seconds to reach one host (default 10)",
+    )
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
-    """The health gate on the environment's probed facts: exit 1 when a host fails."""
+    """The SSH sweep of the inventory, then the health gate on the probed facts (when the
+    environment has been probed): exit 1 when a host fails either."""
     import json
 
-    from vfleet.deploy.context import load_context
-    from vfleet.deploy.flow import expected_gpus
-    from vfleet.health import gate
-    from vfleet.probe.to_cluster import load_facts_dir
+    from vfleet.deploy import preflight
 
-    ctx = load_context(args.env, args.root)
-    facts_dir = ctx.artifacts / "facts"
-    if not any(facts_dir.glob("*.json")):
-        raise UserError(f"no probe facts in {ctx.shown(facts_dir)}: run make probe ENV={args.env}")
-    verdicts = gate.assess(load_facts_dir(facts_dir), expected_gpus(ctx))
+    swept, verdicts = preflight.run(args.env, args.root, args.timeout)
     if args.json:
-        print(json.dumps([v.to_json() for v in verdicts], indent=2))
+        print(
+            json.dumps(
+                {
+                    "sweep": [r.to_json() for r in swept],
+                    "checks": [v.to_json() for v in verdicts] if verdicts is not None else None,
+                },
+                indent=2,
+            )
+        )
     else:
-        for v in verdicts:
-            print(f"{v.host}: {v.verdict}")
-        print(gate.table(verdicts, everything=args.all))
-    return 1 if any(v.failed for v in verdicts) else 0
+        preflight.show(swept, verdicts, args.all)
+    failed = any(r.verdict == "fail" for r in swept) or any(v.failed for v in verdicts or [])
+    return 1 if failed else 0
