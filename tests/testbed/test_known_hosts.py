@@ -4,7 +4,6 @@ refuses the host once the recorded key no longer matches (a replaced or spoofed 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from booted import booted, scan_keys
 
 pytestmark = pytest.mark.testbed
 
@@ -22,38 +22,8 @@ NAME = f"pytest-kh-{os.getpid()}"
 
 @pytest.fixture(scope="module")
 def bed(testbed_cli):
-    up = subprocess.run(
-        [str(testbed_cli), "up", "1", "--profile", "h200-1gpu", "--name", NAME, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert up.returncode == 0, up.stderr
-    yield json.loads(up.stdout)
-    subprocess.run([str(testbed_cli), "down", "--name", NAME], capture_output=True, check=False)
-
-
-def _scan(bed: dict, known_hosts: Path) -> str:
-    """known_hosts.scan from inside the testbed's controller namespace (the only one that
-    reaches the hosts, as a site's controller reaches its nodes)."""
-    host = bed["hosts"][0]
-    code = (
-        "import sys; from pathlib import Path; from vfleet.deploy import known_hosts; "
-        "from vfleet.deploy.inventory import Host; "
-        "h = Host(sys.argv[1], sys.argv[2], 22, 'test', frozenset({'gpu_hosts'})); "
-        "print('\\n'.join(known_hosts.scan(Path(sys.argv[3]), [h])))"
-    )
-    argv = [sys.executable, "-c", code, host["name"], host["address"], str(known_hosts)]
-    out = subprocess.run(
-        ["ip", "netns", "exec", bed["controller_netns"], *argv],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+    with booted(testbed_cli, 1, NAME) as described:
+        yield described
 
 
 def _ping(bed: dict, known_hosts: Path, tmp_path: Path) -> subprocess.CompletedProcess:
@@ -98,7 +68,7 @@ def _ping(bed: dict, known_hosts: Path, tmp_path: Path) -> subprocess.CompletedP
 
 def test_recorded_key_lets_ansible_in_and_a_changed_key_is_refused(bed, tmp_path):
     known = tmp_path / "known_hosts"
-    printed = _scan(bed, known)
+    printed = scan_keys(bed, known)
     host = bed["hosts"][0]
     assert host["name"] in printed and "SHA256:" in printed  # fingerprints for the operator
     assert host["address"] in known.read_text()

@@ -5,14 +5,13 @@ is which, each in its own row, within about its timeout, and the healthy host mu
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from booted import booted, scan_keys
 
 from vfleet.health import ssh_sweep
 
@@ -23,35 +22,8 @@ NAME = f"pytest-pf-{os.getpid()}"
 
 @pytest.fixture(scope="module")
 def bed(testbed_cli):
-    up = subprocess.run(
-        [str(testbed_cli), "up", "3", "--profile", "h200-1gpu", "--name", NAME, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert up.returncode == 0, up.stderr
-    yield json.loads(up.stdout)
-    subprocess.run([str(testbed_cli), "down", "--name", NAME], capture_output=True, check=False)
-
-
-def _record_keys(bed: dict, known_hosts: Path) -> None:
-    """known_hosts.scan (ssh-keyscan) from inside the testbed's controller namespace."""
-    code = (
-        "import json, sys; from pathlib import Path; from vfleet.deploy import known_hosts; "
-        "from vfleet.deploy.inventory import Host; "
-        "hosts = [Host(h['name'], h['address'], 22, 't', frozenset({'gpu_hosts'})) "
-        "for h in json.loads(sys.argv[1])]; known_hosts.scan(Path(sys.argv[2]), hosts)"
-    )
-    argv = [sys.executable, "-c", code, json.dumps(bed["hosts"]), str(known_hosts)]
-    out = subprocess.run(
-        ["ip", "netns", "exec", bed["controller_netns"], *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
+    with booted(testbed_cli, 3, NAME) as described:
+        yield described
 
 
 def _targets(bed: dict, known_hosts: Path) -> list[ssh_sweep.Target]:
@@ -69,7 +41,7 @@ def _targets(bed: dict, known_hosts: Path) -> list[ssh_sweep.Target]:
 
 def test_the_sweep_names_a_down_host_and_a_changed_key(bed, testbed_cli, tmp_path):
     known = tmp_path / "known_hosts"
-    _record_keys(bed, known)
+    scan_keys(bed, known)
     h1, h2, h3 = (h["name"] for h in bed["hosts"])
     rows = {r.host: r for r in ssh_sweep.sweep(_targets(bed, known), timeout_s=10)}
     assert all(r.verdict == "pass" for r in rows.values()), ssh_sweep.table(list(rows.values()))

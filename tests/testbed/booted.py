@@ -1,0 +1,50 @@
+"""Test hosts for one test module: boot them under their own name, scan their keys."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def booted(cli: Path, count: int, name: str, profile: str = "h200-1gpu") -> Iterator[dict]:
+    """`testbed up COUNT` under its own name, its JSON description, and `down` afterwards."""
+    up = subprocess.run(
+        [str(cli), "up", str(count), "--profile", profile, "--name", name, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300 + 200 * count,
+        check=False,
+    )
+    assert up.returncode == 0, up.stderr
+    try:
+        yield json.loads(up.stdout)
+    finally:
+        subprocess.run([str(cli), "down", "--name", name], capture_output=True, check=False)
+
+
+def scan_keys(bed: dict, known_hosts: Path) -> str:
+    """`vfleet known-hosts`' scan of every host, from inside the testbed's controller
+    namespace (the only one that reaches the hosts, as a site's controller reaches its
+    nodes); what it printed for the operator."""
+    code = (
+        "import json, sys; from pathlib import Path; from vfleet.deploy import known_hosts; "
+        "from vfleet.deploy.inventory import Host; "
+        "hosts = [Host(h['name'], h['address'], 22, 'test', frozenset({'gpu_hosts'})) "
+        "for h in json.loads(sys.argv[1])]; "
+        "print('\\n'.join(known_hosts.scan(Path(sys.argv[2]), hosts)))"
+    )
+    argv = [sys.executable, "-c", code, json.dumps(bed["hosts"]), str(known_hosts)]
+    out = subprocess.run(
+        ["ip", "netns", "exec", bed["controller_netns"], *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
