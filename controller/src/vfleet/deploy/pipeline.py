@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,6 +138,26 @@ def _forget(run: Run) -> None:
     print(f"destroyed {run.ctx.env}: hosts, inventory and artifacts/{run.ctx.env} removed")
 
 
+def _sweep(run: Run) -> None:
+    """Every GPU host over SSH at once before anything is installed: reachable, its key as
+    recorded, sudo (vfleet.health.ssh_sweep)."""
+    from vfleet.deploy import preflight
+    from vfleet.health import ssh_sweep
+
+    start = time.monotonic()
+    print("==> preflight: SSH sweep", flush=True)
+    rows = ssh_sweep.sweep(preflight.targets(run.ctx), timeout_s=15)
+    print("    " + ssh_sweep.table(rows).replace("\n", "\n    "), flush=True)
+    run.ctx.timings.append(("preflight", time.monotonic() - start))
+    failed = {
+        r.host: r.error or f"host key {r.host_key}, sudo {r.facts.get('sudo', '?')}"
+        for r in rows
+        if r.verdict == "fail"
+    }
+    if failed:
+        raise PhaseFailed("preflight: SSH sweep", "a host failed the sweep", failed, "(above)", "")
+
+
 def _check_hosts(run: Run) -> None:
     check_hosts(run.ctx)  # refuses a host missing from the inventory or known_hosts
 
@@ -149,6 +170,7 @@ PROVISION = [
     Phase("engine", _engine_ready, _local),
     Phase("terraform", lambda run: terraform.apply(run.ctx)),
     Phase("hosts", _check_hosts),
+    Phase("preflight", _sweep),
     Phase("local controller", _local_controller, _local),
     Phase(
         "stand-ins",
