@@ -1,6 +1,7 @@
 """The first pass of `vfleet preflight`: every inventory host over SSH at once (paramiko),
 in seconds for a hundred hosts: reachable, host key as recorded, passwordless sudo, the OS,
-free disk where the model goes, the GPUs nvidia-smi lists.
+free disk where the model goes, the GPUs `nvidia-smi -q -x` lists (the form every driver
+and the testbed's stand-in answer).
 
 Each host is reached as Ansible reaches it: its `ansible_host`, `ansible_port`,
 `ansible_user` and `ansible_ssh_private_key_file`, and, where `ansible_ssh_common_args`
@@ -26,7 +27,7 @@ PROBE_SCRIPT = (
     '. /etc/os-release 2>/dev/null && echo "os=$ID $VERSION_ID"; '
     "df -Pk {disk} 2>/dev/null | awk 'NR==2 {{print \"disk_kb=\" $4}}'; "
     "if command -v nvidia-smi >/dev/null; then "
-    "echo gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); fi"
+    "echo gpus=$(nvidia-smi -q -x 2>/dev/null | grep -c '<gpu id='); fi"
 )
 
 
