@@ -117,12 +117,13 @@ def calibrate(usable: Sequence[Usable], env: str, start: Fit | None = None) -> d
 
 
 def _leave_one_out(points: list[Point], start: Fit, keys: list[str]) -> list[float]:
+    """Each point's error under a fit made without it (the caller has read the in-sample
+    errors already; the points keep their held-out predictions)."""
     errors = []
     for i, held in enumerate(points):
         fit = refit(points[:i] + points[i + 1 :], start, keys, prior_weight=PRIOR_WEIGHT)
         predict_all([held], fit)
         errors.append(held.error)
-    predict_all(points, refit(points, start, keys, prior_weight=PRIOR_WEIGHT))
     return errors
 
 
