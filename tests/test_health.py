@@ -18,8 +18,10 @@ from test_facts import H100, H200, HOSTS, _ok, raw_probe, second_host, with_band
 
 from vfleet.deploy import flow, preflight
 from vfleet.health import gate, ssh_sweep
+from vfleet.health.links import iperf3_checks
 from vfleet.probe.kernel_log import parse_xids, xid_events
 from vfleet.probe.normalize import normalize
+from vfleet.probe.to_cluster import iperf3_among
 
 XID_LOG = Path(__file__).parent / "data" / "health" / "kernel-xid.log"
 H200_XML = (HOSTS / H200 / "nvidia-smi-q.xml").read_text()
@@ -205,6 +207,9 @@ def test_the_plan_leaves_a_failed_host_out_and_the_report_says_why(tmp_path, cap
     out = capsys.readouterr().out
     assert "==> health gate" in out and "gpu-b" in out and "remapped_rows" in out
     assert [n.name for n in probed.cluster.nodes] == ["vm"] and probed.left_out == ["gpu-b"]
+    health = json.loads((ctx.artifacts / "health.json").read_text())
+    assert health["left_out"] == {"gpu-b": probed.why["gpu-b"]}
+    assert {h["host"]: h["verdict"] for h in health["hosts"]} == {"vm": "pass", "gpu-b": "fail"}
     result = flow.plan(ctx, probed.cluster)
     assert result.document["replicas"] == 1  # one host's GPU, not two
     rendered = flow.render(ctx, result.document, probed.cluster)
@@ -275,3 +280,74 @@ def test_a_closed_port_is_unreachable_at_once():
         row = ssh_sweep.reach(ssh_sweep.Target("h", "127.0.0.1", port), 5.0, "/srv")
     assert not row.reachable and row.verdict == "fail" and row.seconds < 5
     assert "refused" in row.error.lower() or "unable to connect" in row.error.lower()
+
+
+# ---- iperf3: which end of a slow run is the sick host ---------------------------------------
+
+
+def _ring(rates: list[float], line_mbps: int | None = None) -> list[dict[str, Any]]:
+    """Normalised facts of len(rates) hosts in an iperf3 ring: host i sent to host i+1 at
+    rates[i] Gb/s. With line_mbps each bootstrap NIC is a physical one at that speed."""
+    n = len(rates)
+    out = []
+    for i, gbps in enumerate(rates):
+        peer = f"10.0.0.{11 + (i + 1) % n}"
+        nic = {"name": "eth0", "virtual": line_mbps is None, "speed_mbps": line_mbps or 10000}
+        out.append(
+            {
+                "host": f"h{i + 1}",
+                "address": f"10.0.0.{11 + i}",
+                "bootstrap_interface": "eth0",
+                "nics": [nic],
+                "bandwidth": {"iperf3_Gbps": {peer: gbps}},
+            }
+        )
+    return out
+
+
+def _iperf3(facts: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    return {h: (c.verdict, c.evidence) for h, c in iperf3_checks(facts).items()}
+
+
+def test_the_host_both_slow_runs_share_fails_and_its_peers_pass():
+    """h3's link at a tenth: the runs into and out of it are slow, h1->h2 is not."""
+    got = _iperf3(_ring([2.4, 0.24, 0.25]))
+    assert got["h3"][0] == "fail", got
+    assert "slow both ways: this host's link" in got["h3"][1]
+    assert "h2->h3 0.24 Gb/s (10% of 2.4)" in got["h3"][1]
+    assert "the ring's fastest run" in got["h3"][1]
+    assert got["h1"] == ("pass", got["h1"][1]) and "the slow end is h3" in got["h1"][1]
+    assert got["h2"][0] == "pass" and "the slow end is h3" in got["h2"][1]
+
+
+def test_one_slow_run_warns_both_its_ends():
+    got = _iperf3(_ring([2.4, 0.3, 2.3, 2.35]))
+    assert got["h2"][0] == got["h3"][0] == "warn"
+    assert "slow one way only" in got["h2"][1]
+    assert got["h1"][0] == got["h4"][0] == "pass"
+
+
+def test_against_the_line_rate_when_the_nics_report_one():
+    """Four hosts on 100 GbE: the bar is 90 Gb/s; h2 at 40 both ways is below half of it."""
+    got = _iperf3(_ring([40.0, 41.0, 93.0, 92.0], line_mbps=100_000))
+    assert got["h2"][0] == "fail" and "90% of 100 Gb/s" in got["h2"][1]
+    assert got["h4"][0] == "pass"
+    # Two hosts: both share both runs, so the slow end cannot be told; never a fail.
+    two = _iperf3(_ring([30.0, 31.0], line_mbps=100_000))
+    assert {v for v, _ in two.values()} == {"warn"}
+    assert all("the slow end cannot be told" in e for _, e in two.values())
+
+
+def test_two_virtual_nics_have_no_bar_and_say_so():
+    got = _iperf3(_ring([2.4, 0.2]))
+    assert {v for v, _ in got.values()} == {"skip"}
+    assert "two hosts cannot be compared" in got["h1"][1]
+
+
+def test_the_plan_costs_only_the_runs_between_the_hosts_it_keeps():
+    """h3 left out: h2's run to it is not a link the plan uses."""
+    kept = [f for f in _ring([2.4, 0.24, 0.25]) if f["host"] != "h3"]
+    assert iperf3_among(kept) == [2.4]
+    # With no run left between kept hosts, every run stands in as a lower bound.
+    alone = [f for f in _ring([2.4, 0.24, 0.25]) if f["host"] == "h2"]
+    assert iperf3_among(alone) == [0.24]

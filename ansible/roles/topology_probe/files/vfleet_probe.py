@@ -8,7 +8,8 @@ real captures. Schema "vfleet.probe/1":
     host, address, collected_at, collector, probe_failed, errors
     commands   {name: {argv, rc, stdout, stderr, error, seconds}} for nvidia_smi_query
                (-q -x), nvidia_smi_topo (topo -m), nvidia_smi_nvlink (nvlink -s), lscpu,
-               numactl (-H), fabricmanager (systemctl is-active), vllm_help
+               numactl (-H), fabricmanager (systemctl is-active), kernel_xid
+               (journalctl -k -g 'NVRM: Xid', or grep over --kernel-log), vllm_help
     sysfs      infiniband: [{name, node_type, fw_ver, hca_type, board_id, netdevs,
                              ports: [{port, state, phys_state, rate, link_layer, lid,
                                       gids: [{index, gid, type, ndev}]}]}]
@@ -440,6 +441,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", help="name to record (default: the hostname)")
     p.add_argument("--address", help="the address peers reach this host at")
     p.add_argument("--nvidia-smi", help="nvidia-smi to run (default: the one on PATH)")
+    p.add_argument(
+        "--kernel-log", help="read the driver's Xid lines from this file, not the journal"
+    )
     p.add_argument("--python", help="a venv python to read vLLM/torch/NCCL versions from")
     p.add_argument("--vllm-flags", action="store_true", help="record `vllm serve --help=all`")
     p.add_argument("--peers", default="", help="comma list of every host's address, in order")
@@ -471,14 +475,18 @@ def _gpu_commands(args: argparse.Namespace, commands: dict[str, Any], errors: li
         errors.append(f"nvidia-smi -q -x failed: {query['error'] or query['stderr'][-300:]}")
 
 
-def _host_commands(commands: dict[str, Any]) -> None:
+def _host_commands(commands: dict[str, Any], kernel_log: str | None) -> None:
     if shutil.which("lscpu"):
         commands["lscpu"] = run(["lscpu"], 30)
     if shutil.which("numactl"):
         commands["numactl"] = run(["numactl", "-H"], 30)
     if shutil.which("systemctl"):
         commands["fabricmanager"] = run(["systemctl", "is-active", "nvidia-fabricmanager"], 30)
-    if shutil.which("journalctl"):
+    if kernel_log:
+        # A file of the driver's kernel messages (journalctl short-iso lines): where the
+        # journal holds no kernel log, as in a container, and the stand-in driver's replay.
+        commands["kernel_xid"] = run(["grep", "-h", "NVRM: Xid", kernel_log], 60)
+    elif shutil.which("journalctl"):
         # The driver's Xid events since boot (exit 1 with no output: none logged).
         commands["kernel_xid"] = run(
             ["journalctl", "-k", "-b", "--no-pager", "-q", "-o", "short-iso", "-g", "NVRM: Xid"],
@@ -584,7 +592,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         "bandwidth": {"intra_allreduce": None, "inter_allreduce": None, "iperf3": {}},
     }
     _gpu_commands(args, raw["commands"], raw["errors"])
-    _host_commands(raw["commands"])
+    _host_commands(raw["commands"], args.kernel_log)
     nets = sysfs_net()
     raw["sysfs"] = {"infiniband": sysfs_infiniband(), "net": nets, "pci_nvidia": sysfs_pci_nvidia()}
     raw["files"] = {

@@ -75,6 +75,7 @@ def probed_cluster(
     seen = [f for f in facts if f["host"] not in why]
     verdicts = _health_gate(ctx, seen, allow_degraded, why)
     kept = [f for f in seen if f["host"] not in why]
+    _write_health(ctx, verdicts, why)
     if not kept:
         raise UserError(
             f"no host is fit to plan on ({'; '.join(f'{h}: {w}' for h, w in why.items())}): "
@@ -111,6 +112,18 @@ def _health_gate(
     elif sick:
         why.update({v.host: f"failed the health gate ({v.reason()})" for v in sick})
     return verdicts
+
+
+def _write_health(ctx: Context, verdicts: list[HostVerdict], why: dict[str, str]) -> None:
+    """artifacts/<env>/health.json: every host's checks and the hosts left out, for scripts
+    and for the operator who planned without deploying."""
+    doc = {
+        "schema": "vfleet.health/1",
+        "hosts": [v.to_json() for v in verdicts],
+        "left_out": why,
+    }
+    ctx.artifacts.mkdir(parents=True, exist_ok=True)
+    (ctx.artifacts / "health.json").write_text(json.dumps(doc, indent=2) + "\n")
 
 
 def expected_gpus(ctx: Context) -> dict[str, int | None]:

@@ -207,7 +207,10 @@ RESUME = {"deploy": "deploy", "probe": "probe", "plan-env": "plan", "destroy": "
 
 def _plan_only_summary(run: Run) -> None:
     art = run.ctx.artifacts
-    where = f"plan: {art / 'plan.json'}; launch files: {art / 'launch'}"
+    where = (
+        f"plan: {art / 'plan.json'}; health checks: {art / 'health.json'}; "
+        f"launch files: {art / 'launch'}"
+    )
     print(f"\n{where} (nothing was changed on the hosts)")
     print_summary(run.ctx, [])
 

@@ -219,27 +219,6 @@ def check_allreduce(facts: dict[str, Any]) -> Check:
     return _against(host, "allreduce", measured, want, "GB/s", "the topology allows")
 
 
-def check_iperf3(facts: dict[str, Any]) -> Check:
-    host = facts["host"]
-    runs = (facts.get("bandwidth") or {}).get("iperf3_Gbps") or {}
-    if not runs:
-        return Check(host, "iperf3", "skip", "no iperf3 run from this host")
-    nic = expect.bootstrap_nic_Gbps(facts)
-    if not nic:
-        return Check(
-            host, "iperf3", "skip", "no line rate: the NIC is virtual or its speed unknown"
-        )
-    peer, slowest = min(runs.items(), key=lambda kv: kv[1])
-    return _against(
-        host,
-        "iperf3",
-        slowest,
-        expect.IPERF3_SHARE * nic,
-        "Gb/s",
-        f"to {peer}; the NIC's {nic:g} Gb/s allows",
-    )
-
-
 def _against(host: str, name: str, got: float, want: float, unit: str, what: str) -> Check:
     share = got / want
     text = f"{got:g} {unit}, {share:.0%} of the {want:.4g} {unit} {what}"
@@ -273,8 +252,11 @@ def check_xid(host: str, events: list[dict[str, Any]] | None) -> Check:
     )
 
 
-def host_checks(facts: dict[str, Any], peers: Peers, expected_gpus: int | None) -> list[Check]:
-    """Every check of one host, in the order the report lists them."""
+def host_checks(
+    facts: dict[str, Any], peers: Peers, expected_gpus: int | None, iperf3: Check
+) -> list[Check]:
+    """Every check of one host, in the order the report lists them; `iperf3` comes from the
+    whole ring's runs (vfleet.health.links)."""
     return [
         check_gpu_count(facts, peers, expected_gpus),
         check_xid(facts["host"], facts.get("xid_events")),
@@ -288,5 +270,5 @@ def host_checks(facts: dict[str, Any], peers: Peers, expected_gpus: int | None) 
         check_fabric_manager(facts),
         check_infiniband(facts),
         check_allreduce(facts),
-        check_iperf3(facts),
+        iperf3,
     ]

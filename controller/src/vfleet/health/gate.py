@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vfleet.health.checks import ORDER, Check, host_checks, peers_of
+from vfleet.health.links import iperf3_checks
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,12 @@ def assess(
 ) -> list[HostVerdict]:
     """Each host's checks; `expected_gpus`: host -> the inventory's GPU count, if it says."""
     out = []
+    ring = iperf3_checks(facts)
     for host in facts:
         same = [f for f in facts if f.get("gpu_name") == host.get("gpu_name")]
         want = (expected_gpus or {}).get(host["host"])
-        out.append(HostVerdict(host["host"], host_checks(host, peers_of(same), want)))
+        checks = host_checks(host, peers_of(same), want, ring[host["host"]])
+        out.append(HostVerdict(host["host"], checks))
     return out
 
 

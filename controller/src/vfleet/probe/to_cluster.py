@@ -114,6 +114,20 @@ def _inter_expected(fabric: str, facts: dict[str, Any]) -> float:
     return mbps / 8000 * WIRE_EFFICIENCY
 
 
+def iperf3_among(hosts: list[dict[str, Any]]) -> list[float]:
+    """The iperf3 runs between the hosts planned on. A run to a host the plan left out (the
+    health gate's slow end) says nothing about the links the plan uses; only when no run
+    stays are they all kept, as a lower bound."""
+    runs = [
+        (peer, float(v))
+        for f in hosts
+        for peer, v in ((f.get("bandwidth") or {}).get("iperf3_Gbps") or {}).items()
+    ]
+    planned = {f["address"] for f in hosts if f.get("address")}
+    among = [v for peer, v in runs if peer in planned]
+    return among or [v for _, v in runs]
+
+
 def _missing_bandwidth(host: str, what: str, how: str) -> UserError:
     return UserError(
         f"facts for host {host}: bandwidth.{what} was not measured: rerun the probe with "
@@ -206,11 +220,7 @@ def _inter(hosts: list[dict[str, Any]], nodes: list[Node], allow_partial: bool) 
         for f in hosts
         if (v := (f.get("bandwidth") or {}).get("inter_allreduce_busbw_GBps")) is not None
     ]
-    iperf = [
-        float(v)
-        for f in hosts
-        for v in ((f.get("bandwidth") or {}).get("iperf3_Gbps") or {}).values()
-    ]
+    iperf = iperf3_among(hosts)
     if len(nodes) > 1 and measured and (len(measured) == len(hosts) or allow_partial):
         busbw = min(measured)
     elif len(nodes) > 1 and iperf:

@@ -27,7 +27,7 @@ from vfleet_testbed.errors import TestbedError
 
 SUITE = "bookworm"
 # Bump when the customisation below changes: it forces a rebuild of cached images.
-RECIPE = 1
+RECIPE = 2
 PACKAGES: tuple[str, ...] = (
     # a booting host reachable over SSH
     "systemd",
@@ -75,6 +75,10 @@ MASKED_UNITS = (
     "fstrim.timer",
 )
 GPU_MOUNT = "/opt/vfleet/gpu"  # the profile's fixture, bound read-only at boot
+# The stand-in driver's kernel messages: a container has no kernel log of its own, so the
+# probe reads the driver's Xid lines here (topology_probe_kernel_log). Empty: none logged;
+# a test appends a real capture's lines to make the stand-in report one.
+STANDIN_KERNEL_LOG = "/var/log/nvidia-standin/kernel.log"
 STANDIN = "nvidia-smi-standin"
 
 
@@ -169,7 +173,8 @@ def ensure_key() -> Path:
 
 
 def _customise(root: Path, public_key: str) -> None:
-    """Make the image a test host: key login, its own hostname, the GPU stand-in's link."""
+    """Make the image a test host: key login, its own hostname, the GPU stand-in's link and
+    kernel log."""
     (root / "etc" / "hostname").unlink(missing_ok=True)  # it would override --hostname
     (root / "etc" / "machine-id").write_text("")  # each boot gets its own id
     ssh_dir = root / "root" / ".ssh"
@@ -193,6 +198,9 @@ def _customise(root: Path, public_key: str) -> None:
     # Dangles until a profile's fixture is bound at GPU_MOUNT; the stand-in finds its fixture
     # by resolving this link.
     smi.symlink_to(f"{GPU_MOUNT}/{STANDIN}")
+    kernel_log = root / STANDIN_KERNEL_LOG.lstrip("/")
+    kernel_log.parent.mkdir(parents=True, exist_ok=True)
+    kernel_log.write_text("")
 
 
 def build_image(busy: Callable[[], list[str]] | None = None) -> float:

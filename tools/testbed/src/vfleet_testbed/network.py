@@ -84,15 +84,22 @@ def attach(testbed: str, tag: str, address: str) -> str:
     return ns
 
 
-def shape(testbed: str, tag: str, rate_mbit: int) -> None:
-    """Limit what host `tag` receives to rate_mbit (tbf on the hub's port towards it)."""
-    hub = netns_name(testbed, "hub")
+def shape(testbed: str, tag: str, rate_mbit: int, both_ways: bool = False) -> None:
+    """Limit what host `tag` receives to rate_mbit (tbf on the hub's port towards it); with
+    both_ways, what it sends too (tbf on its own eth0), as a NIC that came up at a lower
+    rate would."""
+    _tbf(netns_name(testbed, "hub"), f"v-{tag}", rate_mbit)
+    if both_ways:
+        _tbf(netns_name(testbed, tag), "eth0", rate_mbit)
+
+
+def _tbf(ns: str, dev: str, rate_mbit: int) -> None:
     # A bucket of 10 ms at the rate (at least 64 KiB, one GSO segment) keeps tbf accurate
     # with offloads; 50 ms of queue before drops.
     burst = max(rate_mbit * 1_000_000 // 8 // 100, 65536)
     proc = subprocess.run(
         [
-            *("tc", "-n", hub, "qdisc", "replace", "dev", f"v-{tag}", "root", "tbf"),
+            *("tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf"),
             *("rate", f"{rate_mbit}mbit", "burst", str(burst), "latency", "50ms"),
         ],
         capture_output=True,
@@ -101,7 +108,7 @@ def shape(testbed: str, tag: str, rate_mbit: int) -> None:
         check=False,
     )
     if proc.returncode != 0:
-        raise TestbedError(f"tc tbf on v-{tag}: {proc.stderr.strip()}")
+        raise TestbedError(f"tc tbf on {dev} in {ns}: {proc.stderr.strip()}")
 
 
 def delete(ns: str) -> None:
