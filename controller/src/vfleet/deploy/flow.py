@@ -82,7 +82,7 @@ def probed_cluster(
             f"fix the hosts and re-run make probe ENV={ctx.env}"
         )
     if why:
-        print("==> partial facts")
+        print("==> hosts left out of the plan")
         for host, reason in why.items():
             print(f"    planning without {host}: {reason}")
     cluster = cluster_from_facts(kept, allow_partial=allow_partial)
