@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -48,3 +49,18 @@ def scan_keys(bed: dict, known_hosts: Path) -> str:
     )
     assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+def ssh(
+    bed: dict[str, Any], host: str, command: str, timeout: float = 60, stdin: str = ""
+) -> tuple[int, str]:
+    """`command` on one test host over the testbed's ssh config: its rc and output."""
+    proc = subprocess.run(
+        ["ssh", "-F", bed["ssh_config"], host, command],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return proc.returncode, proc.stdout + proc.stderr

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from booted import booted
+from booted import booted, ssh
 from test_deploy_flow import _context
 
 from vfleet.deploy import flow
@@ -37,18 +37,6 @@ PLAY = """
 def bed(testbed_cli):
     with booted(testbed_cli, 3, NAME) as described:
         yield described
-
-
-def _ssh(bed: dict, host: str, command: str, stdin: str = "") -> None:
-    out = subprocess.run(
-        ["ssh", "-F", bed["ssh_config"], host, command],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
 
 
 def _probe(bed: dict, facts: Path, play: Path) -> None:
@@ -85,7 +73,8 @@ def test_the_plan_leaves_out_the_host_with_an_xid_and_the_one_whose_link_is_slow
     from vfleet_testbed import network
 
     xid79 = [line for line in XID_LOG.read_text().splitlines() if "): 79," in line]
-    _ssh(bed, "h2", f"cat >> {STANDIN_KERNEL_LOG}", stdin="\n".join(xid79) + "\n")
+    rc, out = ssh(bed, "h2", f"cat >> {STANDIN_KERNEL_LOG}", stdin="\n".join(xid79) + "\n")
+    assert rc == 0, out
     network.shape(NAME, "h3", bed["rate_mbit"] // 10, both_ways=True)
     facts = tmp_path / "facts"
     _probe(bed, facts, tmp_path / "probe.yml")

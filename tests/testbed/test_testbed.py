@@ -15,6 +15,7 @@ from typing import Any
 
 import ci_gate
 import pytest
+from booted import ssh
 
 from vfleet_testbed import machines, network
 from vfleet_testbed.profiles import PROFILES, SHAPES
@@ -36,17 +37,6 @@ def up(cli: Path, *args: str) -> dict[str, Any]:
     proc = tb(cli, "up", *args, "--json")
     assert proc.returncode == 0, proc.stderr
     return dict(json.loads(proc.stdout))
-
-
-def ssh(bed: dict[str, Any], host: str, command: str, timeout: float = 60) -> tuple[int, str]:
-    proc = subprocess.run(
-        ["ssh", "-F", bed["ssh_config"], host, command],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    return proc.returncode, proc.stdout + proc.stderr
 
 
 def iperf3_mbit(bed: dict[str, Any]) -> float:

@@ -112,7 +112,9 @@ def _verdict(host: str, mine: list[Run], runs: list[Run], two: bool) -> Check:
         return Check(host, "iperf3", verdict, evidence + "; slow both ways: this host's link")
     others = {r.receiver if r.sender == host else r.sender for r in slow}
     if all(_sick(o, runs) for o in others):
-        return Check(host, "iperf3", "pass", evidence + f"; the slow end is {', '.join(others)}")
+        return Check(
+            host, "iperf3", "pass", evidence + f"; the slow end is {', '.join(sorted(others))}"
+        )
     return Check(
         host,
         "iperf3",
