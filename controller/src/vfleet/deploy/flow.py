@@ -85,7 +85,8 @@ def probed_cluster(
         print("==> hosts left out of the plan")
         for host, reason in why.items():
             print(f"    planning without {host}: {reason}")
-    cluster = cluster_from_facts(kept, allow_partial=allow_partial)
+    degraded = {h: w for h, w in gate.degraded_links(verdicts).items() if h not in why}
+    cluster = cluster_from_facts(kept, allow_partial=allow_partial, degraded=degraded)
     # A host that lost a GPU is named before anything is planned around it.
     envcheck.check_probed_hardware(
         [(n.name, n.gpu.name, n.gpus) for n in cluster.nodes],
@@ -254,7 +255,8 @@ def write_report(
     if probed is not None:
         from vfleet.present.health_report import health_section
 
-        more.insert(0, health_section(probed.verdicts, probed.why))
+        links = result.document.get("degraded_links") or []
+        more.insert(0, health_section(probed.verdicts, probed.why, links))
         notes += [f"Left out of the plan: {host}, {why}." for host, why in probed.why.items()]
     ctx.timings.append(("report", time.monotonic() - start))
     inputs = report.ReportInputs(

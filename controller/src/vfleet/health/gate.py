@@ -49,6 +49,22 @@ def assess(
     return out
 
 
+LINK_CHECKS = ("iperf3", "infiniband")
+"""the checks of a host's link to the other hosts (NVLink and the intra all-reduce are inside
+the host: they are costed at their measured bandwidth)"""
+
+
+def degraded_links(verdicts: Sequence[HostVerdict]) -> dict[str, str]:
+    """host -> why its link to the others is degraded: a link check that warned (or failed,
+    on a host kept with --allow-degraded)."""
+    out = {}
+    for v in verdicts:
+        bad = [c for c in v.checks if c.name in LINK_CHECKS and c.verdict in ("warn", "fail")]
+        if bad:
+            out[v.host] = "; ".join(f"{c.name}: {c.evidence}" for c in bad)
+    return out
+
+
 def table(verdicts: Sequence[HostVerdict], everything: bool = False) -> str:
     """The checks as a fixed-width table; without `everything`, only what is not a pass."""
     rows = [

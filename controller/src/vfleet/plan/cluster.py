@@ -28,7 +28,7 @@ type per cluster (plan each type as its own pool).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,9 @@ class Node:
     ib_hcas: tuple[str, ...] = ()
     roce_gid_index: int | None = None
     gpu_memory_used_gib: float = 0.0  # held by other processes when probed
+    link_degraded: str = ""
+    """why the health gate warned about this host's link to the others (empty: sound);
+    an engine that crosses nodes is kept off it where the sound hosts can hold one"""
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,9 @@ class ClusterSpec:
     inter_node: InterNode
     vllm_version: str | None = None
     vllm_flags: tuple[str, ...] = field(default_factory=tuple)  # from `vllm serve --help=all`
+    inter_node_with_degraded: InterNode | None = None
+    """the fabric as measured with the degraded hosts' runs in it; `inter_node` then counts
+    the sound hosts' runs only (None: no host's link is degraded)"""
 
     @property
     def gpu(self) -> Gpu:
@@ -84,6 +90,31 @@ class ClusterSpec:
     @cached_property
     def total_gpus(self) -> int:
         return sum(n.gpus for n in self.nodes)
+
+    @property
+    def degraded(self) -> tuple[Node, ...]:
+        return tuple(n for n in self.nodes if n.link_degraded)
+
+    def for_engine(self, engine_gpus: int, heavy_traffic_crosses: bool) -> ClusterSpec:
+        """The cluster an engine of `engine_gpus` GPUs is placed on and costed against.
+
+        An engine inside one node never crosses a host's link: it sees the cluster as it is.
+        One whose TP or expert traffic crosses nodes is kept on the sound hosts where they
+        can hold one such engine (the degraded hosts then idle). Otherwise the sound hosts
+        are filled first, and the degraded links are costed at their measured bandwidth only
+        if an engine lands on them (pipeline traffic, the seed chapter's way across slow
+        links, or a cluster too small to leave them out).
+        """
+        if not self.degraded or engine_gpus <= self.gpus_per_node:
+            return self
+        sound = tuple(n for n in self.nodes if not n.link_degraded)
+        sound_gpus = sum(n.gpus for n in sound)
+        if heavy_traffic_crosses and sound_gpus >= engine_gpus:
+            return replace(self, nodes=sound)
+        ordered = replace(self, nodes=sound + self.degraded)
+        if (self.total_gpus // engine_gpus) * engine_gpus <= sound_gpus:
+            return ordered
+        return replace(ordered, inter_node=self.inter_node_with_degraded or self.inter_node)
 
 
 def _build(checked: CheckedCluster) -> ClusterSpec:

@@ -83,7 +83,8 @@ def why_lost(winner: Evaluated, ev: Evaluated) -> str:
 def hosts(cluster: ClusterSpec, ev: Evaluated) -> list[dict[str, Any]]:
     """Which GPUs of which host serve which engine and ranks (node order as given)."""
     c = ev.candidate
-    slots = [(node, gpu) for node in cluster.nodes for gpu in range(node.gpus)]
+    nodes = (ev.placed_on or cluster).nodes
+    slots = [(node, gpu) for node in nodes for gpu in range(node.gpus)]
     out: dict[str, dict[str, Any]] = {}
     for replica in range(ev.replicas):
         base = replica * c.gpus
@@ -132,13 +133,54 @@ def plan_document(
     doc["hosts"] = hosts(cluster, winner)
     doc["reason"] = winner_reason(winner, feasible[1] if len(feasible) > 1 else None)
     doc["idle_gpus"] = cluster.total_gpus - winner.gpus_used
+    links = degraded_links(cluster, winner)
+    if links:
+        doc["degraded_links"] = links
+        doc["reason"] += "; " + links_note(cluster, winner, links)
     if doc["idle_gpus"]:
         doc["reason"] += "; " + idle_note(cluster, winner)
     return doc
 
 
+def degraded_links(cluster: ClusterSpec, winner: Evaluated) -> list[dict[str, Any]]:
+    """Each host whose link is degraded, and whether an engine that spans nodes runs on it."""
+    spans = winner.candidate.gpus > cluster.gpus_per_node
+    placed = {n.name for n in (winner.placed_on or cluster).nodes}
+    return [
+        {
+            "host": n.name,
+            "why": n.link_degraded,
+            "in_multi_node_engines": spans and n.name in placed,
+        }
+        for n in cluster.degraded
+    ]
+
+
+def links_note(cluster: ClusterSpec, winner: Evaluated, links: list[dict[str, Any]]) -> str:
+    names = ", ".join(link["host"] for link in links)
+    if winner.candidate.gpus <= cluster.gpus_per_node:
+        return f"the link of {names} is degraded; no engine crosses it (each fits one node)"
+    busbw = (winner.placed_on or cluster).inter_node.busbw_GBps
+    if any(link["in_multi_node_engines"] for link in links) and winner.heavy_crosses:
+        return (
+            f"the link of {names} is degraded and the sound hosts cannot hold one "
+            f"{winner.candidate.gpus}-GPU engine: it is used, costed at the measured "
+            f"{busbw:g} GB/s"
+        )
+    if any(link["in_multi_node_engines"] for link in links):
+        return (
+            f"the link of {names} is degraded; only pipeline stages cross it (TP and expert "
+            f"traffic stay inside nodes), costed at the measured {busbw:g} GB/s"
+        )
+    return f"engines that span nodes are kept off the degraded link of {names}"
+
+
 def idle_note(cluster: ClusterSpec, winner: Evaluated) -> str:
     idle = cluster.total_gpus - winner.gpus_used
+    placed = winner.placed_on or cluster
+    if placed.total_gpus < cluster.total_gpus:
+        off = ", ".join(n.name for n in cluster.nodes if n not in placed.nodes)
+        return f"{idle} of {cluster.total_gpus} GPUs stay idle, those of {off} among them"
     return (
         f"{idle} of {cluster.total_gpus} GPUs stay idle: {winner.candidate.gpus}-GPU engines "
         f"do not divide the cluster, and every layout that would use them all is slower or "

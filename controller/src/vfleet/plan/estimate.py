@@ -256,7 +256,9 @@ class Prepared:
 
 
 def prepare(req: EstimateRequest) -> Prepared:
-    c, cluster = req.layout, req.cluster
+    c = req.layout
+    # Placed as the planner places it (ClusterSpec.for_engine).
+    cluster = req.cluster.for_engine(c.gpus, shape.heavy_traffic_crosses(req.spec, req.cluster, c))
     if c.gpus > cluster.total_gpus:
         raise UserError(
             f"layout {c.label} needs {c.gpus} GPUs; the cluster has {cluster.total_gpus}"

@@ -48,6 +48,10 @@ class Evaluated:
     kv_cap: int = 0
     meets_slo: bool = False
     comm_ms: dict[str, float] = field(default_factory=dict)
+    placed_on: ClusterSpec | None = None
+    """the nodes its engines are placed on and the links they are costed against"""
+    heavy_crosses: bool = False
+    """its TP group or expert traffic spans nodes"""
 
     @property
     def tokens_per_s(self) -> float:
@@ -199,9 +203,12 @@ def _choose_knobs(
 
 
 def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
-    spec, cluster, w = inputs.spec, inputs.cluster, inputs.workload
+    spec, w = inputs.spec, inputs.workload
+    # Engines that cross nodes stay off degraded links where they can (ClusterSpec.for_engine).
+    heavy = shape.heavy_traffic_crosses(spec, inputs.cluster, c)
+    cluster = inputs.cluster.for_engine(c.gpus, heavy)
     replicas = cluster.total_gpus // c.gpus
-    ev = Evaluated(candidate=c, replicas=replicas)
+    ev = Evaluated(candidate=c, replicas=replicas, placed_on=cluster, heavy_crosses=heavy)
     ev.rejected = reject_reason(spec, cluster, inputs.traits, c)
     if ev.rejected:
         return ev

@@ -7,6 +7,7 @@ from vfleet.budget.compute import Budget
 from vfleet.budget.params import Layout, component_params, pp_partition, stage_layers
 from vfleet.catalog.modelspec import ModelSpec
 from vfleet.perf import model as perf
+from vfleet.plan.candidate import Candidate
 from vfleet.plan.cluster import ClusterSpec
 
 # What the GEMMs compute in, by weight format: block FP8 runs FP8 GEMMs on GPUs with FP8;
@@ -76,6 +77,15 @@ def links(
     pp_span = gpus // max(dp, 1)
     moe_span = gpus if dp > 1 else tp
     return across(tp, False), across(moe_span, True), across(pp_span, False)
+
+
+def heavy_traffic_crosses(spec: ModelSpec, cluster: ClusterSpec, c: Candidate) -> bool:
+    """Whether a layout's TP group or its expert traffic (EP, or MoE sharded over DP) spans
+    more than one node, with the rank order `links` assumes."""
+    per_node = cluster.gpus_per_node
+    experts = spec.is_moe and (c.ep or c.dp > 1)
+    moe_span = c.gpus if c.dp > 1 else c.tp
+    return c.tp > per_node or (experts and moe_span > per_node)
 
 
 def engine_shape(

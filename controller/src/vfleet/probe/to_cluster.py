@@ -37,7 +37,8 @@ Hosts whose GPUs share one multi-node NVLink clique make the inter-node fabric `
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -258,11 +259,18 @@ def _vllm(hosts: list[dict[str, Any]]) -> tuple[str | None, tuple[str, ...]]:
     return (next(iter(versions.values()), None), flags)
 
 
-def cluster_from_facts(hosts: Sequence[dict[str, Any]], allow_partial: bool = False) -> ClusterSpec:
+def cluster_from_facts(
+    hosts: Sequence[dict[str, Any]],
+    allow_partial: bool = False,
+    degraded: Mapping[str, str] | None = None,
+) -> ClusterSpec:
     """The ClusterSpec from normalised facts, one dict per host, as `normalize`,
     `load_facts_file` or `load_facts_dir` return them (checked by the facts model).
-    `allow_partial` plans on failed probes and unmeasured bandwidth (see the module doc)."""
+    `allow_partial` plans on failed probes and unmeasured bandwidth (see the module doc).
+    `degraded`: host -> why the health gate warned about its link; the inter-node fabric is
+    then measured among the other hosts, and with them all as `inter_node_with_degraded`."""
     hosts = list(hosts)
+    degraded = {h: why for h, why in (degraded or {}).items() if why}
     if not hosts:
         raise UserError("no probe facts given: run the topology probe first")
     seen: set[str] = set()
@@ -271,7 +279,9 @@ def cluster_from_facts(hosts: Sequence[dict[str, Any]], allow_partial: bool = Fa
         if host in seen:
             raise UserError(f"facts for host {host} appear twice: keep one file per host")
         seen.add(host)
-    nodes = [_node(f, allow_partial) for f in hosts]
+    nodes = [
+        replace(_node(f, allow_partial), link_degraded=degraded.get(f["host"], "")) for f in hosts
+    ]
     kinds = {n.gpu.name for n in nodes}
     if len(kinds) > 1:
         listing = ", ".join(f"{n.name}: {n.gpu.name}" for n in nodes)
@@ -281,6 +291,11 @@ def cluster_from_facts(hosts: Sequence[dict[str, Any]], allow_partial: bool = Fa
         )
     intra = _intra(hosts, nodes, allow_partial)
     inter = _inter(hosts, nodes, allow_partial)
+    with_degraded = None
+    sound = [(f, n) for f, n in zip(hosts, nodes, strict=True) if not n.link_degraded]
+    if degraded and len(sound) > 1:
+        with_degraded = inter
+        inter = _inter([f for f, _ in sound], [n for _, n in sound], allow_partial)
     version, flags = _vllm(hosts)
     return ClusterSpec(
         nodes=tuple(nodes),
@@ -288,6 +303,7 @@ def cluster_from_facts(hosts: Sequence[dict[str, Any]], allow_partial: bool = Fa
         inter_node=inter,
         vllm_version=version,
         vllm_flags=flags,
+        inter_node_with_degraded=with_degraded,
     )
 
 

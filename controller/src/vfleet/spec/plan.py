@@ -80,6 +80,18 @@ class PlanHost(StrictModel):
     """engine id -> the ranks on this host's GPUs (e.g. {"0": [{"gpu": 0, ...}]})"""
 
 
+class DegradedLink(StrictModel):
+    """A host whose link to the others the health gate warned about."""
+
+    host: Label
+    """the host name (e.g. gpu-node-03)"""
+    why: Annotated[str, Field(max_length=2000)]
+    """the health gate's evidence (e.g. iperf3: h2->h3 41 Gb/s (46% of 90))"""
+    in_multi_node_engines: bool
+    """whether an engine that spans nodes runs on it (only when the sound hosts cannot
+    hold one; it is then costed at the measured bandwidth)"""
+
+
 class Speculative(StrictModel):
     """Speculative decoding as the plan records it; absent when off."""
 
@@ -167,6 +179,8 @@ class Plan(StrictModel):
     """why this layout won"""
     idle_gpus: Annotated[int, Field(ge=0)] | None = None
     """GPUs the plan leaves idle (e.g. 0)"""
+    degraded_links: Annotated[list[DegradedLink], Field(max_length=4096)] | None = None
+    """the hosts with a degraded link and whether engines that span nodes use them"""
     overrides: Loose | None = None
     """the group_vars values the plan was made around (vfleet_plan_overrides)"""
 
