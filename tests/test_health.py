@@ -351,3 +351,26 @@ def test_the_plan_costs_only_the_runs_between_the_hosts_it_keeps():
     # With no run left between kept hosts, every run stands in as a lower bound.
     alone = [f for f in _ring([2.4, 0.24, 0.25]) if f["host"] == "h2"]
     assert iperf3_among(alone) == [0.24]
+
+
+def test_free_disk_is_judged_with_the_copy_already_there():
+    """need_kb: the checkpoint and 10% (at least 1 GiB); a copy on disk counts as free."""
+    assert ssh_sweep.need_kb(100 * 2**30) == 110 * 2**20
+    assert ssh_sweep.need_kb(2**20) == 2**10 + 2**20
+    row = ssh_sweep.Reach("h", True, "recorded", 0.1, facts={"sudo": "yes", "disk_kb": "100"})
+    assert row.verdict == "pass"  # nothing known about the model: shown, not judged
+    row.need_kb = 150
+    assert row.disk_short and row.verdict == "fail"
+    row.facts["model_kb"] = "60"
+    assert not row.disk_short and row.verdict == "pass"
+    assert "need GiB" in ssh_sweep.table([row])
+
+
+def test_the_checkpoint_size_follows_the_models_own_format():
+    from vfleet.budget.params import checkpoint_bytes
+    from vfleet.catalog.models import load_model
+
+    dense, moe = "meta-llama/Llama-3.1-70B-Instruct", "deepseek-ai/DeepSeek-V3"
+    gib = {m: checkpoint_bytes(load_model(m)) / 2**30 for m in (dense, moe)}
+    assert 125 < gib[dense] < 135  # 70.6 B parameters in bf16: 141 GB on the hub
+    assert 600 < gib[moe] < 660  # 671 B, fp8 weights, bf16 embeddings: 688 GB on the hub

@@ -1,7 +1,9 @@
 """`vfleet preflight`'s SSH sweep (paramiko) against real test hosts: three machines with
 real sshd, their keys recorded as `vfleet known-hosts` records them; then one is powered
 off and another's recorded key is replaced (a swapped machine). The sweep must say which
-is which, each in its own row, within about its timeout, and the healthy host must pass."""
+is which, each in its own row, within about its timeout, and the healthy host must pass.
+Before that, the disk verdict on a real filesystem: a model bigger than the free space
+fails, and a copy already on disk counts toward what the model needs."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from booted import booted, scan_keys
+from booted import booted, scan_keys, ssh
 
 from vfleet.health import ssh_sweep
 
@@ -48,6 +50,20 @@ def test_the_sweep_names_a_down_host_and_a_changed_key(bed, testbed_cli, tmp_pat
     assert rows[h1].host_key == "recorded" and rows[h1].facts["sudo"] == "yes"
     assert rows[h1].facts["os"].startswith("debian") and rows[h1].facts["gpus"] == "1"
     assert int(rows[h1].facts["disk_kb"]) > 0
+
+    # The model directory does not exist yet: df reads the disk above it.
+    targets = _targets(bed, known)[:1]
+    free = int(rows[h1].facts["disk_kb"])
+    short = ssh_sweep.sweep(targets, 10, disk_path="/srv/models/m", need=free + 2**20)[0]
+    assert short.verdict == "fail" and "needs" in short.error, ssh_sweep.table([short])
+    # 64 MiB of the model already there: needing 32 MiB more than is free now passes.
+    rc, out = ssh(bed, h1, "mkdir -p /srv/models/m && head -c 64M /dev/zero > /srv/models/m/w")
+    assert rc == 0, out
+    row = ssh_sweep.sweep(targets, 10, disk_path="/srv/models/m", need=0)[0]
+    have = int(row.facts["disk_kb"]) + int(row.facts["model_kb"])
+    assert int(row.facts["model_kb"]) >= 64 * 1024, row.facts
+    enough = ssh_sweep.sweep(targets, 10, disk_path="/srv/models/m", need=have - 32 * 1024)[0]
+    assert enough.verdict == "pass", ssh_sweep.table([enough])
 
     # h2 answers with a key other than the recorded one; h3 is powered off.
     other = tmp_path / "other"

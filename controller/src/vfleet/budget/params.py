@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vfleet.budget.quant import Mxfp4Layout, WeightFormat, mxfp4_expert_bytes
+from vfleet.budget.quant import Mxfp4Layout, WeightFormat, mxfp4_expert_bytes, weight_format
 from vfleet.catalog.modelspec import ModelSpec
 
 VOCAB_PADDING = 64
@@ -314,3 +314,11 @@ def rotary_cache_bytes(spec: ModelSpec, fmt: WeightFormat) -> float:
         bases = 1 + (any(spec.compress_ratios) and not all(spec.compress_ratios))
         return float(bases * spec.max_position_embeddings * rotary * FP32_BYTES)
     return float(spec.max_position_embeddings * rotary * fmt.dtype_bytes)
+
+
+def checkpoint_bytes(spec: ModelSpec) -> float:
+    """Bytes of the model's weights as its checkpoint stores them (its own quantization, one
+    copy of every tensor): what a host's disk must hold before the engine can load it."""
+    fmt = weight_format(spec.quantization, spec.model_type, spec.dtype_bytes)
+    whole = rank_weight_bytes(spec, fmt, Layout(), 0)
+    return sum(v for k, v in whole.items() if k != "rotary_cache")

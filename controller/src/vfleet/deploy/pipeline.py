@@ -146,7 +146,8 @@ def _sweep(run: Run) -> None:
 
     start = time.monotonic()
     print("==> preflight: SSH sweep", flush=True)
-    rows = ssh_sweep.sweep(preflight.targets(run.ctx), timeout_s=15)
+    model_dir, need = preflight.disk_need(run.ctx)
+    rows = ssh_sweep.sweep(preflight.targets(run.ctx), timeout_s=15, disk_path=model_dir, need=need)
     print("    " + ssh_sweep.table(rows).replace("\n", "\n    "), flush=True)
     run.ctx.timings.append(("preflight", time.monotonic() - start))
     failed = {

@@ -27,6 +27,21 @@ def targets(ctx: Context) -> list[ssh_sweep.Target]:
     return out
 
 
+def disk_need(ctx: Context) -> tuple[str, int | None]:
+    """Where the model goes on the hosts, and the KiB it needs there (its checkpoint and a
+    margin). None when the model cannot be read yet: the local default makes its tiny model
+    after the sweep, on the first deploy."""
+    from vfleet.budget.params import checkpoint_bytes
+    from vfleet.catalog.models import load_model
+
+    model_dir = str(ctx.var("vfleet_model_dir_on_hosts") or "/srv")
+    try:
+        spec = load_model(str(ctx.var("vfleet_model")))
+    except UserError:
+        return model_dir, None
+    return model_dir, ssh_sweep.need_kb(checkpoint_bytes(spec))
+
+
 def run(
     env: str, root: Path | None, timeout_s: float
 ) -> tuple[list[ssh_sweep.Reach], list[HostVerdict] | None]:
@@ -41,9 +56,9 @@ def run(
         raise UserError(
             f"the {env} inventory lists no GPU host: provision first (make probe ENV={env})"
         )
-    model_dir = str(ctx.var("vfleet_model_dir_on_hosts") or "/srv")
+    model_dir, need = disk_need(ctx)
     start = time.monotonic()
-    swept = ssh_sweep.sweep(hosts, timeout_s, disk_path=str(Path(model_dir).parent))
+    swept = ssh_sweep.sweep(hosts, timeout_s, disk_path=model_dir, need=need)
     print(f"==> SSH sweep: {len(swept)} host(s) in {time.monotonic() - start:.1f} s", flush=True)
     facts_dir = ctx.artifacts / "facts"
     if not any(facts_dir.glob("*.json")):

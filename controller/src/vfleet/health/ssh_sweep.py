@@ -3,6 +3,11 @@ in seconds for a hundred hosts: reachable, host key as recorded, passwordless su
 free disk where the model goes, the GPUs `nvidia-smi -q -x` lists (the form every driver
 and the testbed's stand-in answer).
 
+Free disk is read on the model directory, or the nearest directory above it that exists
+(the first deploy creates it), plus what a copy already there holds: a host fails when the
+two together are short of the checkpoint (its weights as stored) and a margin of 10%, at
+least 1 GiB, for the tokenizer, config and logs.
+
 Each host is reached as Ansible reaches it: its `ansible_host`, `ansible_port`,
 `ansible_user` and `ansible_ssh_private_key_file`, and, where `ansible_ssh_common_args`
 names an ssh config (`-F FILE`, as the Terraform envs write it), that file's HostName,
@@ -25,7 +30,9 @@ from typing import Any
 PROBE_SCRIPT = (
     'if [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; then echo sudo=yes; else echo sudo=no; fi; '
     '. /etc/os-release 2>/dev/null && echo "os=$ID $VERSION_ID"; '
-    "df -Pk {disk} 2>/dev/null | awk 'NR==2 {{print \"disk_kb=\" $4}}'; "
+    'd={disk}; while [ ! -e "$d" ]; do d=$(dirname "$d"); done; '
+    'df -Pk "$d" 2>/dev/null | awk \'NR==2 {{print "disk_kb=" $4}}\'; '
+    "if [ -d {disk} ]; then echo model_kb=$(du -sk {disk} 2>/dev/null | cut -f1); fi; "
     "if command -v nvidia-smi >/dev/null; then "
     "echo gpus=$(nvidia-smi -q -x 2>/dev/null | grep -c '<gpu id='); fi"
 )
@@ -51,12 +58,25 @@ class Reach:
     seconds: float
     error: str = ""
     facts: dict[str, str] = field(default_factory=dict)
+    need_kb: int | None = None
+    """disk the model needs (checkpoint and margin); None: not known, not checked"""
+
+    def _kb(self, name: str) -> int:
+        value = self.facts.get(name, "")
+        return int(value) if value.isdigit() else 0
+
+    @property
+    def disk_short(self) -> bool:
+        """Free disk, with what a copy of the model already holds, short of `need_kb`."""
+        if self.need_kb is None or not self.facts.get("disk_kb", "").isdigit():
+            return False
+        return self._kb("disk_kb") + self._kb("model_kb") < self.need_kb
 
     @property
     def verdict(self) -> str:
         if not self.reachable or self.host_key in ("changed", "not recorded"):
             return "fail"
-        if self.facts.get("sudo") != "yes":
+        if self.facts.get("sudo") != "yes" or self.disk_short:
             return "fail"
         return "pass"
 
@@ -68,6 +88,7 @@ class Reach:
             "host_key": self.host_key,
             "seconds": round(self.seconds, 2),
             "error": self.error or None,
+            "need_kb": self.need_kb,
             **self.facts,
         }
 
@@ -117,14 +138,28 @@ def target_for(
     return Target(name, address, port, user, tuple(keys), proxy, checked)
 
 
-def reach(target: Target, timeout_s: float, disk_path: str) -> Reach:
-    """Connect, check the host key, run the one probe script; never raises."""
+def need_kb(checkpoint_bytes: float) -> int:
+    """Disk a model of this checkpoint size needs: it, and 10% (at least 1 GiB) over it."""
+    margin = max(0.1 * checkpoint_bytes, float(2**30))
+    return int((checkpoint_bytes + margin) / 1024)
+
+
+def reach(target: Target, timeout_s: float, disk_path: str, need: int | None = None) -> Reach:
+    """Connect, check the host key, run the one probe script; never raises. `need`: the
+    KiB the model needs at `disk_path` (None: free disk is shown, not judged)."""
     import paramiko
 
     start = time.monotonic()
 
     def done(ok: bool, key: str, error: str = "", facts: dict[str, str] | None = None) -> Reach:
-        return Reach(target.host, ok, key, time.monotonic() - start, error, facts or {})
+        row = Reach(target.host, ok, key, time.monotonic() - start, error, facts or {}, need)
+        if row.disk_short:
+            row.error = (
+                f"{row._kb('disk_kb') / 2**20:.1f} GiB free at {disk_path}, the model needs "
+                f"{need / 2**20:.1f} GiB: free space or point vfleet_model_dir_on_hosts "
+                "at a larger disk"
+            )
+        return row
 
     client = paramiko.SSHClient()
     if target.known_hosts is not None:
@@ -178,26 +213,32 @@ def reach(target: Target, timeout_s: float, disk_path: str) -> Reach:
 
 
 def sweep(
-    targets: Sequence[Target], timeout_s: float = 10.0, workers: int = 64, disk_path: str = "/srv"
+    targets: Sequence[Target],
+    timeout_s: float = 10.0,
+    workers: int = 64,
+    disk_path: str = "/srv",
+    need: int | None = None,
 ) -> list[Reach]:
     """Every target at once, in inventory order."""
     if not targets:
         return []
     with ThreadPoolExecutor(max_workers=min(workers, len(targets))) as pool:
-        return list(pool.map(lambda t: reach(t, timeout_s, disk_path), targets))
+        return list(pool.map(lambda t: reach(t, timeout_s, disk_path, need), targets))
 
 
 def table(rows: Sequence[Reach]) -> str:
     width = max((len(r.host) for r in rows), default=4)
     lines = [
-        f"{'host':{width}}  verdict reach  host key      sudo os              disk GiB gpus  s"
+        f"{'host':{width}}  verdict reach  host key      sudo os              "
+        "disk GiB need GiB gpus  s"
     ]
     for r in rows:
         disk = r.facts.get("disk_kb")
         gib = f"{int(disk) / 2**20:8.1f}" if disk and disk.isdigit() else f"{'?':>8}"
+        need = f"{r.need_kb / 2**20:8.1f}" if r.need_kb is not None else f"{'-':>8}"
         lines.append(
             f"{r.host:{width}}  {r.verdict:7} {'yes' if r.reachable else 'no':5}  {r.host_key:13} "
-            f"{r.facts.get('sudo', '?'):4} {r.facts.get('os', '?')[:15]:15} {gib} "
+            f"{r.facts.get('sudo', '?'):4} {r.facts.get('os', '?')[:15]:15} {gib} {need} "
             f"{r.facts.get('gpus', '?'):>4} {r.seconds:5.1f}" + (f"  {r.error}" if r.error else "")
         )
     return "\n".join(lines)

@@ -30,6 +30,11 @@ measurement:
     inter nvlink        the intra nvswitch expectation
     iperf3 only         Gbit/s / 8 x 0.9
 
+`degraded` (host -> why the health gate warned about its link) marks those Nodes
+`link_degraded`; the inter-node fabric is then measured over the runs among the other hosts,
+and the figure with the degraded hosts' runs in it is kept as `inter_node_with_degraded`,
+what the planner costs an engine at when it has to reach onto them.
+
 Hosts whose GPUs share one multi-node NVLink clique make the inter-node fabric `nvlink` with
 `nvlink_domain_gpus` = their GPUs together.
 """
