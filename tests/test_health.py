@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 import socket
 from pathlib import Path
@@ -374,3 +375,115 @@ def test_the_checkpoint_size_follows_the_models_own_format():
     gib = {m: checkpoint_bytes(load_model(m)) / 2**30 for m in (dense, moe)}
     assert 125 < gib[dense] < 135  # 70.6 B parameters in bf16: 141 GB on the hub
     assert 600 < gib[moe] < 660  # 671 B, fp8 weights, bf16 embeddings: 688 GB on the hub
+
+
+# ---- the PCIe links of the HCAs and NICs ----------------------------------------------------
+
+HEALTH = Path(__file__).parent / "data" / "health"
+H100_NVSWITCH = "h100-sxm-8gpu-nvswitch"
+
+
+def _lnk(lspci: str, field: str) -> tuple[str, str]:
+    """(speed GT/s, lanes) of lspci -vv's LnkCap or LnkSta line."""
+    match = re.search(rf"{field}:.*Speed ([\d.]+)GT/s, Width x(\d+)", lspci)
+    assert match, field
+    return match.group(1), match.group(2)
+
+
+def test_the_probes_sysfs_figures_are_lspcis_lnkcap_and_lnksta():
+    lspci = (HEALTH / "lspci-vv-hca-x8.txt").read_text()
+    record = json.loads((HEALTH / "sysfs-hca-x8.json").read_text())
+    speed = record["max_link_speed"].split()[0].removesuffix(".0")
+    assert _lnk(lspci, "LnkCap") == (speed, record["max_link_width"])
+    speed = record["current_link_speed"].split()[0].removesuffix(".0")
+    assert _lnk(lspci, "LnkSta") == (speed, record["current_link_width"])
+    assert lspci.startswith(record["address"].removeprefix("0000:"))
+
+
+def _h100_with_nic(record: dict[str, Any] | None) -> dict[str, Any]:
+    """The built 8 x H100 host with one HCA's PCI record replaced (None: all of them gone)."""
+    raw = raw_probe(H100_NVSWITCH)
+    nics = raw["sysfs"]["pci_nics"]
+    if record is None:
+        raw["sysfs"]["pci_nics"] = []
+    else:
+        raw["sysfs"]["pci_nics"] = [
+            record if r["address"] == record.get("address") else r for r in nics
+        ]
+    return _facts(raw)
+
+
+def test_an_hca_trained_at_x8_on_x16_fails_the_host_and_names_it():
+    assert _checks(_h100_with_nic(None))["nic_pcie"].verdict == "skip"
+    healthy = _checks(_h100_with_nic({}))["nic_pcie"]
+    assert healthy.verdict == "pass" and "8 controller(s)" in healthy.evidence, healthy
+    x8 = json.loads((HEALTH / "sysfs-hca-x8.json").read_text())
+    got = _checks(_h100_with_nic(x8))["nic_pcie"]
+    assert got.verdict == "fail" and got.evidence.endswith("ibp94s0/mlx5_3 x8 of x16"), got
+    gen4 = {**x8, "current_link_width": "16", "current_link_speed": "16.0 GT/s PCIe"}
+    got = _checks(_h100_with_nic(gen4))["nic_pcie"]
+    assert got.verdict == "warn" and "mlx5_3 Gen4 of Gen5" in got.evidence, got
+    # The kernel writes 255 lanes where it could not read the register: not judged.
+    unread = {**x8, "current_link_width": "255"}
+    assert _checks(_h100_with_nic(unread))["nic_pcie"].verdict == "pass"
+
+
+def test_a_slow_hca_marks_the_link_degraded_not_the_gpus():
+    gen4 = {
+        **json.loads((HEALTH / "sysfs-hca-x8.json").read_text()),
+        "current_link_width": "16",
+        "current_link_speed": "16.0 GT/s PCIe",
+    }
+    (verdict,) = gate.assess([_h100_with_nic(gen4)])
+    assert verdict.verdict == "warn"
+    assert "nic_pcie: a lower generation" in gate.degraded_links([verdict])[verdict.host]
+
+
+def test_the_collector_reads_the_physical_network_functions_links(tmp_path):
+    """A tree laid out as /sys/bus/pci/devices: an HCA, one of its virtual functions, a
+    virtio NIC without PCIe link files, and a GPU (not a network controller)."""
+    import importlib.util
+
+    from test_facts import COLLECTOR
+
+    spec = importlib.util.spec_from_file_location("vfleet_probe", COLLECTOR)
+    assert spec and spec.loader
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+
+    def device(address: str, cls: str, vendor: str, **files: str) -> Path:
+        d = tmp_path / address
+        d.mkdir()
+        for name, text in {"class": cls, "vendor": vendor, "device": "0x1021", **files}.items():
+            (d / name).write_text(text + "\n")
+        return d
+
+    x8 = json.loads((HEALTH / "sysfs-hca-x8.json").read_text())
+    hca = device(
+        "0000:5e:00.0",
+        "0x020700",
+        "0x15b3",
+        **{k: x8[k] for k in x8 if k.endswith(("_width", "_speed"))},
+    )
+    (hca / "net" / "ibp94s0").mkdir(parents=True)
+    (hca / "infiniband" / "mlx5_3").mkdir(parents=True)
+    vf = device("0000:5e:00.1", "0x020700", "0x15b3", current_link_width="16")
+    (vf / "physfn").symlink_to(hca)
+    device("0000:00:03.0", "0x020000", "0x1af4")
+    device("0000:18:00.0", "0x030200", "0x10de", current_link_width="16")
+
+    got = probe.sysfs_pci_nics(str(tmp_path))
+    assert [r["address"] for r in got] == ["0000:00:03.0", "0000:5e:00.0"]
+    virtio, hca_record = got
+    assert virtio["current_link_width"] is None and virtio["netdevs"] == []
+    assert hca_record == {k: x8[k] for k in hca_record}
+
+
+def test_a_controller_off_the_data_path_is_not_judged():
+    """A management NIC at x1 of x4: neither a rail nor the bootstrap NIC."""
+    raw = raw_probe(H100_NVSWITCH)
+    raw["sysfs"]["pci_nics"] = [
+        {"address": "0000:02:00.0", "netdevs": ["eno8"], "rdma": [], "current_link_width": "1",
+         "max_link_width": "4"},
+    ]  # fmt: skip
+    assert _checks(_facts(raw))["nic_pcie"].verdict == "skip"

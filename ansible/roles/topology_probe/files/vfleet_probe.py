@@ -15,6 +15,8 @@ real captures. Schema "vfleet.probe/1":
                                       gids: [{index, gid, type, ndev}]}]}]
                net: [{name, operstate, speed, mtu, address, type, virtual, driver, ipv4}]
                pci_nvidia: [{address, class, device, numa_node}]
+               pci_nics: [{address, vendor, device, class, netdevs, rdma, current_link_width,
+                           max_link_width, current_link_speed, max_link_speed}]
     files      {"/proc/net/route": text, "/proc/meminfo": head}
     route_to   {target, source}: the source address the kernel picks towards the cluster
     python     {executable, vllm_version, vllm_dist, torch_version, cuda_available,
@@ -276,6 +278,34 @@ def sysfs_pci_nvidia(root: str = "/sys/bus/pci/devices") -> list[dict[str, Any]]
                 "class": read(os.path.join(pdir, "class")),
                 "device": read(os.path.join(pdir, "device")),
                 "numa_node": read(os.path.join(pdir, "numa_node")),
+            }
+        )
+    return found
+
+
+LINK_FILES = ("current_link_width", "max_link_width", "current_link_speed", "max_link_speed")
+
+
+def sysfs_pci_nics(root: str = "/sys/bus/pci/devices") -> list[dict[str, Any]]:
+    """Network and InfiniBand controllers (class 0x02xxxx), physical functions only (a
+    virtual function's link is its parent's), with the PCIe link the kernel negotiated and
+    the most the device and slot allow: the same figures as LnkSta and LnkCap of lspci -vv."""
+    found = []
+    for address in _listdir(root):
+        pdir = os.path.join(root, address)
+        if not (read(os.path.join(pdir, "class")) or "").startswith("0x02"):
+            continue
+        if os.path.exists(os.path.join(pdir, "physfn")):
+            continue
+        found.append(
+            {
+                "address": address,
+                "vendor": read(os.path.join(pdir, "vendor")),
+                "device": read(os.path.join(pdir, "device")),
+                "class": read(os.path.join(pdir, "class")),
+                "netdevs": _listdir(os.path.join(pdir, "net")),
+                "rdma": _listdir(os.path.join(pdir, "infiniband")),
+                **{name: read(os.path.join(pdir, name)) for name in LINK_FILES},
             }
         )
     return found
@@ -594,7 +624,12 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     _gpu_commands(args, raw["commands"], raw["errors"])
     _host_commands(raw["commands"], args.kernel_log)
     nets = sysfs_net()
-    raw["sysfs"] = {"infiniband": sysfs_infiniband(), "net": nets, "pci_nvidia": sysfs_pci_nvidia()}
+    raw["sysfs"] = {
+        "infiniband": sysfs_infiniband(),
+        "net": nets,
+        "pci_nvidia": sysfs_pci_nvidia(),
+        "pci_nics": sysfs_pci_nics(),
+    }
     raw["files"] = {
         "/proc/net/route": read("/proc/net/route"),
         "/proc/meminfo": "\n".join((read("/proc/meminfo") or "").splitlines()[:5]),

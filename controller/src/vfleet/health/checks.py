@@ -204,6 +204,58 @@ def check_infiniband(facts: dict[str, Any]) -> Check:
     return Check(host, "infiniband", "pass", f"{len(ports)} port(s) ACTIVE at {best:g} Gb/s")
 
 
+def check_nic_pcie(facts: dict[str, Any]) -> Check:
+    """The PCIe links of the network and InfiniBand controllers that carry the host's traffic
+    against what each device and its slot allow: an HCA at x8 on x16 carries half its line
+    rate whatever its port says."""
+    host = facts["host"]
+    # Only the controllers the plan's traffic crosses: the RDMA rails and the bootstrap NIC
+    # (a management port at a low width costs nothing; in a container the host's own NICs
+    # show no network device at all).
+    data_path = {facts.get("bootstrap_interface")} | {
+        name for h in facts.get("hcas") or [] for name in [h["name"], *(h.get("netdevs") or [])]
+    }
+    links = [
+        x
+        for x in facts.get("nic_pcie") or []
+        if x.get("width") and x.get("width_max") and data_path & set(x.get("names") or [])
+    ]
+    if not links:
+        return Check(
+            host, "nic_pcie", "skip", "no network controller on the data path reports its link"
+        )
+
+    def shown(x: dict[str, Any]) -> str:
+        return f"{'/'.join(x.get('names') or []) or x['address']}"
+
+    narrow = [
+        f"{shown(x)} x{x['width']} of x{x['width_max']}"
+        for x in links
+        if x["width"] < x["width_max"]
+    ]
+    if narrow:
+        return Check(
+            host, "nic_pcie", "fail", "fewer lanes than the device has: " + ", ".join(narrow)
+        )
+    slow = [
+        f"{shown(x)} Gen{x['gen']} of Gen{x['gen_max']}"
+        for x in links
+        if x.get("gen") and x.get("gen_max") and x["gen"] < x["gen_max"]
+    ]
+    if slow:
+        return Check(
+            host, "nic_pcie", "warn", "a lower generation than allowed: " + ", ".join(slow)
+        )
+    best = max(links, key=lambda x: (x["width"], x.get("gen") or 0))
+    gen = f" Gen{best['gen']}" if best.get("gen") else ""
+    return Check(
+        host,
+        "nic_pcie",
+        "pass",
+        f"{len(links)} controller(s) at full width (up to x{best['width']}{gen})",
+    )
+
+
 def check_allreduce(facts: dict[str, Any]) -> Check:
     host, bw = facts["host"], facts.get("bandwidth") or {}
     measured = bw.get("intra_allreduce_busbw_GBps")
@@ -269,6 +321,7 @@ def host_checks(
         check_nvlink(facts, peers),
         check_fabric_manager(facts),
         check_infiniband(facts),
+        check_nic_pcie(facts),
         check_allreduce(facts),
         iperf3,
     ]

@@ -49,7 +49,7 @@ def assess(
     return out
 
 
-LINK_CHECKS = ("iperf3", "infiniband")
+LINK_CHECKS = ("iperf3", "infiniband", "nic_pcie")
 """the checks of a host's link to the other hosts (NVLink and the intra all-reduce are inside
 the host: they are costed at their measured bandwidth)"""
 

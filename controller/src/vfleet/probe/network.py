@@ -1,6 +1,7 @@
 """The network side of a host from the collector's sysfs records: InfiniBand/RoCE ports
 (/sys/class/infiniband: state, rate, link layer, GIDs and the RoCE v2 GID NCCL should use),
-the NICs (/sys/class/net) and the default route (/proc/net/route). These decide which rails
+the NICs (/sys/class/net), the PCIe links of the network controllers (/sys/bus/pci) and the
+default route (/proc/net/route). These decide which rails
 NCCL gets and which interface peers bootstrap over, so they are parsed apart from the GPUs.
 """
 
@@ -121,6 +122,50 @@ def parse_net_records(records: Sequence[dict[str, Any]]) -> list[NetIf]:
             )
         )
     return out
+
+
+# The kernel's PCIe speed strings (drivers/pci/pci-sysfs.c) and the generation each is.
+PCIE_GENERATIONS = {"2.5": 1, "5.0": 2, "8.0": 3, "16.0": 4, "32.0": 5, "64.0": 6}
+
+
+@dataclass(frozen=True)
+class PcieLink:
+    address: str
+    vendor: str | None
+    device: str | None
+    names: tuple[str, ...]  # its network devices and RDMA devices (e.g. ibp25s0, mlx5_0)
+    width: int | None
+    width_max: int | None
+    gen: int | None
+    gen_max: int | None
+
+
+def pcie_generation(speed: str | None) -> int | None:
+    """'16.0 GT/s PCIe' -> 4; 'Unknown' or absent -> None."""
+    match = re.match(r"^\s*([\d.]+)\s*GT/s", speed or "")
+    return PCIE_GENERATIONS.get(match.group(1)) if match else None
+
+
+def pcie_width(text: str | None) -> int | None:
+    """A link width in lanes; the kernel writes 0 or 255 where it could not read one."""
+    width = int_or_none((text or "").strip() or None)
+    return width if width is not None and 0 < width <= 32 else None
+
+
+def parse_pci_nic_records(records: Sequence[dict[str, Any]]) -> list[PcieLink]:
+    return [
+        PcieLink(
+            address=str(r["address"]),
+            vendor=r.get("vendor"),
+            device=r.get("device"),
+            names=tuple(str(n) for n in [*(r.get("netdevs") or ()), *(r.get("rdma") or ())]),
+            width=pcie_width(r.get("current_link_width")),
+            width_max=pcie_width(r.get("max_link_width")),
+            gen=pcie_generation(r.get("current_link_speed")),
+            gen_max=pcie_generation(r.get("max_link_speed")),
+        )
+        for r in records
+    ]
 
 
 def default_route_interface(proc_net_route: str | None) -> str | None:

@@ -10,7 +10,7 @@ raw command outputs under `commands` (`nvidia_smi_query` = `nvidia-smi -q -x`,
 `lscpu`, `numactl` = `numactl -H`, `fabricmanager` = `systemctl is-active
 nvidia-fabricmanager`, `vllm_help` = `vllm serve --help=all`), each
 `{argv, rc, stdout, stderr, error}`; sysfs records under `sysfs` (`infiniband`, `net`,
-`pci_nvidia`); files under `files` (`/proc/net/route`, `/proc/meminfo`); the `python`
+`pci_nvidia`, `pci_nics`); files under `files` (`/proc/net/route`, `/proc/meminfo`); the `python`
 section (vLLM/torch/NCCL versions read in the given venv); `route_to` (the source address
 the kernel picks towards the cluster); measurements under `bandwidth`; `probe_failed` and
 `errors`. Parsing happens on the controller, so it is tested against real captures.
@@ -51,6 +51,7 @@ from vfleet.probe.network import (
     default_route_interface,
     parse_hca_records,
     parse_net_records,
+    parse_pci_nic_records,
 )
 from vfleet.spec.facts import FACTS_SCHEMA, FactsModel
 
@@ -225,6 +226,7 @@ def _from_probe(raw: dict[str, Any], host: str | None) -> dict[str, Any]:
     try:
         hcas = parse_hca_records(sysfs.get("infiniband") or [])
         nics = [n for n in parse_net_records(sysfs.get("net") or []) if n.name != "lo"]
+        nic_pcie = parse_pci_nic_records(sysfs.get("pci_nics") or [])
     except (KeyError, TypeError, ValueError) as exc:
         raise bad(f"sysfs records are malformed ({exc!r})") from None
     nvswitch_devices = [
@@ -296,6 +298,7 @@ def _from_probe(raw: dict[str, Any], host: str | None) -> dict[str, Any]:
             }
             for h in hcas
         ],
+        "nic_pcie": [{**asdict(link), "names": list(link.names)} for link in nic_pcie],
         "nics": [
             {
                 **asdict(n),

@@ -268,6 +268,27 @@ class NicFacts(StrictModel):
     """the RDMA device behind it (e.g. mlx5_0)"""
 
 
+class PcieLinkFacts(StrictModel):
+    """The PCIe link of one network or InfiniBand controller (/sys/bus/pci/devices)."""
+
+    address: Annotated[str, Field(min_length=1, max_length=64)]
+    """PCI address (e.g. 0000:19:00.0)"""
+    vendor: Annotated[str, Field(max_length=16)] | None = None
+    """PCI vendor id (e.g. 0x15b3, Mellanox)"""
+    device: Annotated[str, Field(max_length=16)] | None = None
+    """PCI device id (e.g. 0x1021, ConnectX-7)"""
+    names: list[Text] = Field(default_factory=list)
+    """its network and RDMA devices (e.g. [ibp25s0, mlx5_0])"""
+    width: Annotated[int, Field(ge=1, le=32)] | None = None
+    """lanes negotiated (LnkSta of lspci -vv; e.g. 16)"""
+    width_max: Annotated[int, Field(ge=1, le=32)] | None = None
+    """lanes the device and slot allow (LnkCap; e.g. 16)"""
+    gen: Annotated[int, Field(ge=1, le=8)] | None = None
+    """PCIe generation negotiated (e.g. 5)"""
+    gen_max: Annotated[int, Field(ge=1, le=8)] | None = None
+    """PCIe generation the device and slot allow (e.g. 5)"""
+
+
 class CpuFacts(StrictModel):
     """The host's CPUs and NUMA layout (lscpu, numactl -H)."""
 
@@ -359,6 +380,8 @@ class FactsModel(StrictModel):
     """RDMA device ports"""
     nics: Annotated[list[NicFacts], Field(max_length=4096)] = Field(default_factory=list)
     """network interfaces other than lo"""
+    nic_pcie: Annotated[list[PcieLinkFacts], Field(max_length=1024)] = Field(default_factory=list)
+    """the PCIe links of the network and InfiniBand controllers"""
     bootstrap_interface: Interface | None = None
     """the NIC peers reach, NCCL/GLOO_SOCKET_IFNAME (e.g. eno1)"""
     cpu: CpuFacts = CpuFacts()
