@@ -26,10 +26,11 @@ RESULT = {
     "median_ttft_ms": 80.0,
     "median_tpot_ms": 9.5,
     "vfleet_run_id": "20261201T000000Z",
+    "date": "20261201-000010",  # when vllm bench serve started, as it writes it
 }
 
 
-def _deploy_report(ctx, page: str) -> tuple[list[dict], str]:
+def _deploy_report(ctx, page: str, **changes: object) -> tuple[list[dict], str]:
     probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
     result = flow.plan(ctx, probed.cluster)
     rendered = flow.render(ctx, result.document, probed.cluster)
@@ -37,7 +38,7 @@ def _deploy_report(ctx, page: str) -> tuple[list[dict], str]:
     run = ctx.artifacts / "report" / "loadtest" / RESULT["vfleet_run_id"]
     run.mkdir(parents=True, exist_ok=True)
     engine = endpoints[0]["engine"]
-    (run / f"{engine}.json").write_text(json.dumps(RESULT))
+    (run / f"{engine}.json").write_text(json.dumps({**RESULT, **changes}))
     if page == "with-page":  # the load test saved the engine's /metrics after its run
         shutil.copyfile(METRICS, run / f"{engine}.prom")
     flow.write_report(ctx, result, endpoints, probed.cluster)
@@ -62,9 +63,12 @@ def test_each_deploy_adds_predicted_and_measured_per_engine(tmp_path):
     assert got["output_tokens_per_s"] == 1234.5 and got["completed"] == 40
     assert "Predicted and measured" in report and "1,234.5" in report
     assert (ctx.artifacts / "report" / "ledger.png").read_bytes()[:4] == b"\x89PNG"
-    # A second deploy appends; the first line stays as it was.
-    again, _ = _deploy_report(ctx, "with-page")
-    assert len(again) == 2 and again[0] == entry
+    # A deploy that finds the same run (the role keeps a run id's results) adds nothing;
+    # a new run is appended and the first line stays as it was.
+    same, _ = _deploy_report(ctx, "with-page")
+    assert same == [entry]
+    again, _ = _deploy_report(ctx, "with-page", date="20261201-010000")
+    assert len(again) == 2 and again[0] == entry and again[1]["measured_at"] == "20261201-010000"
 
 
 def test_the_prediction_is_made_at_the_load_tests_settings(tmp_path):

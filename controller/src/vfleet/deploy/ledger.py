@@ -193,6 +193,7 @@ def entries(
                     or one.result.get("vfleet_run_id"),
                     "engine": ep["engine"],
                     "sweep_level": one.sweep_level,
+                    "measured_at": one.result.get("date"),
                     "model": plan.document["model"],
                     "gpu": plan.document["gpu"],
                     "vllm_version": plan.document["vllm_version"],
@@ -210,11 +211,34 @@ def entries(
     return out
 
 
-def append(path: Path, new: list[dict[str, Any]]) -> None:
-    """Add this deploy's entries; earlier deploys' lines stay as they were."""
+def _measurement(entry: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What names one run of one engine: `vllm bench serve`'s own start time with the run,
+    engine and level. None where the result carried no time (it is then always added)."""
+    if not entry.get("measured_at"):
+        return None
+    return (entry.get("env"), entry.get("run"), entry["engine"], entry.get("sweep_level"),
+            entry["measured_at"])  # fmt: skip
+
+
+def append(path: Path, new: list[dict[str, Any]]) -> int:
+    """Add this deploy's entries, earlier deploys' lines staying as they were, and return
+    how many were added. A run already recorded is not added again: a deploy whose load test
+    found its results on the hosts (the role does not rerun a run id it has results for)
+    reads the same runs, and calibration would count them twice."""
+    seen = set()
+    if path.is_file():
+        for text in path.read_text(errors="replace").splitlines():
+            try:
+                key = _measurement(json.loads(text))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+            if key is not None:
+                seen.add(key)
+    fresh = [e for e in new if _measurement(e) is None or _measurement(e) not in seen]
     with path.open("a") as out:
-        for entry in new:
+        for entry in fresh:
             out.write(json.dumps(entry, sort_keys=True) + "\n")
+    return len(fresh)
 
 
 def latest_run(loadtest_dir: Path) -> Path | None:
