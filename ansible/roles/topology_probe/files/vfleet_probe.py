@@ -283,7 +283,15 @@ def sysfs_pci_nvidia(root: str = "/sys/bus/pci/devices") -> list[dict[str, Any]]
     return found
 
 
-LINK_FILES = ("current_link_width", "max_link_width", "current_link_speed", "max_link_speed")
+PCI_NIC_FILES = (
+    "vendor",
+    "device",
+    "class",
+    "current_link_width",
+    "max_link_width",
+    "current_link_speed",
+    "max_link_speed",
+)
 
 
 def sysfs_pci_nics(root: str = "/sys/bus/pci/devices") -> list[dict[str, Any]]:
@@ -300,12 +308,9 @@ def sysfs_pci_nics(root: str = "/sys/bus/pci/devices") -> list[dict[str, Any]]:
         found.append(
             {
                 "address": address,
-                "vendor": read(os.path.join(pdir, "vendor")),
-                "device": read(os.path.join(pdir, "device")),
-                "class": read(os.path.join(pdir, "class")),
                 "netdevs": _listdir(os.path.join(pdir, "net")),
                 "rdma": _listdir(os.path.join(pdir, "infiniband")),
-                **{name: read(os.path.join(pdir, name)) for name in LINK_FILES},
+                **{name: read(os.path.join(pdir, name)) for name in PCI_NIC_FILES},
             }
         )
     return found
