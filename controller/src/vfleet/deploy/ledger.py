@@ -220,11 +220,11 @@ def _measurement(entry: dict[str, Any]) -> tuple[Any, ...] | None:
             entry["measured_at"])  # fmt: skip
 
 
-def append(path: Path, new: list[dict[str, Any]]) -> int:
-    """Add this deploy's entries, earlier deploys' lines staying as they were, and return
-    how many were added. A run already recorded is not added again: a deploy whose load test
-    found its results on the hosts (the role does not rerun a run id it has results for)
-    reads the same runs, and calibration would count them twice."""
+def append(path: Path, new: list[dict[str, Any]]) -> None:
+    """Add this deploy's entries, earlier deploys' lines staying as they were. A run already
+    recorded is not added again: a deploy whose load test found its results on the hosts
+    (the role does not rerun a run id it has results for) reads the same runs, and
+    calibration would count them twice."""
     seen = set()
     if path.is_file():
         for text in path.read_text(errors="replace").splitlines():
@@ -234,11 +234,10 @@ def append(path: Path, new: list[dict[str, Any]]) -> int:
                 continue
             if key is not None:
                 seen.add(key)
-    fresh = [e for e in new if _measurement(e) is None or _measurement(e) not in seen]
     with path.open("a") as out:
-        for entry in fresh:
-            out.write(json.dumps(entry, sort_keys=True) + "\n")
-    return len(fresh)
+        for entry in new:
+            if _measurement(entry) not in seen:  # None (no time recorded) is never seen
+                out.write(json.dumps(entry, sort_keys=True) + "\n")
 
 
 def latest_run(loadtest_dir: Path) -> Path | None:

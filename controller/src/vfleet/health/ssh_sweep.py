@@ -153,7 +153,7 @@ def reach(target: Target, timeout_s: float, disk_path: str, need: int | None = N
 
     def done(ok: bool, key: str, error: str = "", facts: dict[str, str] | None = None) -> Reach:
         row = Reach(target.host, ok, key, time.monotonic() - start, error, facts or {}, need)
-        if row.disk_short and need is not None:
+        if need is not None and row.disk_short:
             row.error = (
                 f"{row._kb('disk_kb') / 2**20:.1f} GiB free at {disk_path}, the model needs "
                 f"{need / 2**20:.1f} GiB: free space or point vfleet_model_dir_on_hosts "

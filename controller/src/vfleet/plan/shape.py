@@ -45,6 +45,13 @@ def all2all_kind(backend: str | None, version: tuple[int, int, int] = (0, 33, 0)
     return "gather"
 
 
+def spans(tp: int, dp: int, gpus: int) -> tuple[int, int, int]:
+    """(TP group, MoE all-to-all group, PP chain) in GPUs for an engine of `gpus` GPUs.
+    vLLM orders ranks DP x PP x TP (TP innermost): a stage's expert group gathers one TP
+    group from every DP rank, so with DP it spans the whole engine; PP stays in a DP rank."""
+    return tp, (gpus if dp > 1 else tp), gpus // max(dp, 1)
+
+
 def links(
     cluster: ClusterSpec, tp: int, dp: int, gpus: int
 ) -> tuple[perf.Link, perf.Link, perf.Link]:
@@ -72,20 +79,17 @@ def links(
             )
         return per_gpu if per_gpu_share else fabric
 
-    # vLLM orders ranks DP x PP x TP (TP innermost): a stage's expert group gathers one TP
-    # group from every DP rank, so with DP it spans the whole engine; PP stays in a DP rank.
-    pp_span = gpus // max(dp, 1)
-    moe_span = gpus if dp > 1 else tp
-    return across(tp, False), across(moe_span, True), across(pp_span, False)
+    tp_span, moe_span, pp_span = spans(tp, dp, gpus)
+    return across(tp_span, False), across(moe_span, True), across(pp_span, False)
 
 
 def heavy_traffic_crosses(spec: ModelSpec, cluster: ClusterSpec, c: Candidate) -> bool:
     """Whether a layout's TP group or its expert traffic (EP, or MoE sharded over DP) spans
-    more than one node, with the rank order `links` assumes."""
+    more than one node."""
     per_node = cluster.gpus_per_node
+    tp_span, moe_span, _ = spans(c.tp, c.dp, c.gpus)
     experts = spec.is_moe and (c.ep or c.dp > 1)
-    moe_span = c.gpus if c.dp > 1 else c.tp
-    return c.tp > per_node or (experts and moe_span > per_node)
+    return tp_span > per_node or (experts and moe_span > per_node)
 
 
 def engine_shape(
