@@ -179,6 +179,66 @@ def test_allreduce_against_what_the_topology_allows():
         )
 
 
+def _ib_rates(raw: dict[str, Any], rates: dict[str, str]) -> dict[str, Any]:
+    """The built H100 host (eight ConnectX-7, MT4129, at NDR 400) with some ports' rates
+    replaced, as the kernel writes them: device name -> rate."""
+    raw = copy.deepcopy(raw)
+    for hca in raw["sysfs"]["infiniband"]:
+        if hca["name"] in rates:
+            hca["ports"][0]["rate"] = rates[hca["name"]]
+    return raw
+
+
+HDR = "200 Gb/sec (4X HDR)"
+
+
+def test_infiniband_ports_at_their_hcas_rate_pass_and_say_which_rate_that_is():
+    got = _checks(_facts(raw_probe(H100)))["infiniband"]
+    assert got.verdict == "pass"
+    assert got.evidence == "8 port(s) ACTIVE at 400 Gb/s, as its ConnectX-7's 400 Gb/s"
+
+
+def test_hcas_below_their_rate_warn_when_another_host_shows_the_fabric_runs_faster():
+    """A host whose eight NDR HCAs all trained at HDR: its own ports agree with each other,
+    so the old rule (the host's fastest port) passed it. The other host's ConnectX-7s at 400
+    show the fabric runs NDR. Alone, the host cannot be told from an HDR fabric (next test)."""
+    slow = _ib_rates(raw_probe(H100), {f"mlx5_{i}": HDR for i in range(8)})
+    alone = _checks(_facts(slow))["infiniband"]
+    assert alone.verdict == "pass" and "the fabric's 200 Gb/s (ConnectX-7)" in alone.evidence
+    peer = second_host(raw_probe(H100), "h2", "10.20.0.12")
+    verdicts = {v.host: v for v in gate.assess([_facts(slow), _facts(peer)])}
+    ib = {c.name: c for c in verdicts[slow["host"]].checks}["infiniband"]
+    assert ib.verdict == "warn" and ib.evidence.count("below its ConnectX-7's 400 Gb/s") == 8
+    assert {c.name: c for c in verdicts["h2"].checks}["infiniband"].verdict == "pass"
+
+
+def test_a_fabric_that_runs_every_hca_below_its_rate_is_the_bar_not_a_fault():
+    """ConnectX-7s on an HDR fabric: every port of every host at 200. Warning each host would
+    mark every link degraded; the bar is the fabric's rate, and a port below it still warns."""
+    hdr = {f"mlx5_{i}": HDR for i in range(8)}
+    a = _ib_rates(raw_probe(H100), hdr)
+    b = _ib_rates(second_host(raw_probe(H100), "h2", "10.20.0.12"), hdr)
+    verdicts = {v.host: v for v in gate.assess([_facts(a), _facts(b)])}
+    for v in verdicts.values():
+        ib = {c.name: c for c in v.checks}["infiniband"]
+        assert ib.verdict == "pass", ib
+        assert ib.evidence.endswith("as the fabric's 200 Gb/s (ConnectX-7)")
+    c = _ib_rates(b, {"mlx5_3": "100 Gb/sec (4X EDR)"})
+    verdicts = {v.host: v for v in gate.assess([_facts(a), _facts(c)])}
+    ib = {ch.name: ch for ch in verdicts["h2"].checks}["infiniband"]
+    assert ib.verdict == "warn"
+    assert ib.evidence == "mlx5_3 100 Gb/s, below the fabric's 200 Gb/s (ConnectX-7)"
+
+
+def test_an_hca_type_not_in_the_table_is_judged_against_the_hosts_fastest_port():
+    raw = _ib_rates(raw_probe(H100), {"mlx5_2": HDR})
+    for hca in raw["sysfs"]["infiniband"]:
+        hca["hca_type"] = "MT9999"
+    got = _checks(_facts(raw))["infiniband"]
+    assert got.verdict == "warn"
+    assert got.evidence == "mlx5_2 200 Gb/s, below the host's 400 Gb/s"
+
+
 def test_a_host_with_fewer_gpus_than_its_peers_fails():
     whole = _facts(raw_probe(H100))
     short = copy.deepcopy(whole)

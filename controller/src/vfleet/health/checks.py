@@ -11,8 +11,8 @@ pass, skip.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from vfleet.health import expect
@@ -44,6 +44,23 @@ class Peers:
     gpu_count: int
     nvlink_links: int
     nvlink_link_GBps: float | None
+    ib_rate_gbps: Mapping[str, float] = field(default_factory=dict)
+    """the fastest ACTIVE InfiniBand port of each HCA type on any host: the fabric's rate"""
+
+
+def _infiniband_ports(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        h for h in facts.get("hcas") or [] if (h.get("link_layer") or "InfiniBand") == "InfiniBand"
+    ]
+
+
+def _fabric_rates(facts: Sequence[dict[str, Any]]) -> dict[str, float]:
+    rates: dict[str, float] = {}
+    for port in (p for f in facts for p in _infiniband_ports(f)):
+        kind, rate = port.get("hca_type"), port.get("rate_gbps")
+        if kind and rate and (port.get("state") or "").upper() == "ACTIVE":
+            rates[kind] = max(rates.get(kind, 0.0), float(rate))
+    return rates
 
 
 def peers_of(facts: Sequence[dict[str, Any]]) -> Peers:
@@ -56,6 +73,7 @@ def peers_of(facts: Sequence[dict[str, Any]]) -> Peers:
             ((f.get("nvlink") or {}).get("link_GBps") or 0.0 for f in facts), default=0.0
         )
         or None,
+        ib_rate_gbps=_fabric_rates(facts),
     )
 
 
@@ -182,26 +200,48 @@ def check_nvlink(facts: dict[str, Any], peers: Peers) -> Check:
     return Check(host, "nvlink", "pass", f"{links} links per GPU at {speed or '?'} GB/s")
 
 
-def check_infiniband(facts: dict[str, Any]) -> Check:
+def _ib_bar(port: dict[str, Any], host_best: float, peers: Peers) -> tuple[float, str]:
+    """What one port should run at, and why: its HCA's fastest rate, capped at the fastest
+    port of that HCA type in the fabric (a ConnectX-7 on an HDR switch runs at 200, on every
+    host); an HCA type not in the table, the host's fastest port."""
+    capability = expect.hca_capability(port.get("hca_type"))
+    if capability is None:
+        return host_best, f"the host's {host_best:g} Gb/s"
+    model, fastest = capability
+    fabric = peers.ib_rate_gbps.get(port.get("hca_type") or "", 0.0)
+    if fabric and fabric < fastest:
+        return fabric, f"the fabric's {fabric:g} Gb/s ({model})"
+    return fastest, f"its {model}'s {fastest:g} Gb/s"
+
+
+def check_infiniband(facts: dict[str, Any], peers: Peers) -> Check:
+    """Port state, and each port's rate against its HCA's capability as the fabric allows
+    it: a port that trained at a lower rate (a bad cable or switch port) halves what its
+    rail carries."""
     host = facts["host"]
-    ports = [
-        h for h in facts.get("hcas") or [] if (h.get("link_layer") or "InfiniBand") == "InfiniBand"
-    ]
+    ports = _infiniband_ports(facts)
     if not ports:
         return Check(host, "infiniband", "skip", "no InfiniBand port")
     down = [f"{p['name']}/{p.get('port', 1)} {p.get('state') or '?'}" for p in ports
             if (p.get("state") or "").upper() != "ACTIVE"]  # fmt: skip
     if down:
         return Check(host, "infiniband", "fail", "not ACTIVE: " + ", ".join(down))
-    best = max(p.get("rate_gbps") or 0 for p in ports)
-    slow = [
-        f"{p['name']} {p.get('rate_gbps')} Gb/s" for p in ports if (p.get("rate_gbps") or 0) < best
-    ]
+    host_best = max(p.get("rate_gbps") or 0.0 for p in ports)
+    slow, bars = [], set()
+    for port in ports:
+        bar, why = _ib_bar(port, host_best, peers)
+        bars.add(why)
+        if (port.get("rate_gbps") or 0.0) < bar:
+            rate = f"{port['rate_gbps']:g}" if port.get("rate_gbps") else "?"
+            slow.append(f"{port['name']} {rate} Gb/s, below {why}")
     if slow:
-        return Check(
-            host, "infiniband", "warn", f"below the host's {best:g} Gb/s: " + ", ".join(slow)
-        )
-    return Check(host, "infiniband", "pass", f"{len(ports)} port(s) ACTIVE at {best:g} Gb/s")
+        return Check(host, "infiniband", "warn", "; ".join(slow))
+    return Check(
+        host,
+        "infiniband",
+        "pass",
+        f"{len(ports)} port(s) ACTIVE at {host_best:g} Gb/s, as " + " and ".join(sorted(bars)),
+    )
 
 
 def check_nic_pcie(facts: dict[str, Any]) -> Check:
@@ -320,7 +360,7 @@ def host_checks(
         _per_gpu(facts, "persistence", _persistence),
         check_nvlink(facts, peers),
         check_fabric_manager(facts),
-        check_infiniband(facts),
+        check_infiniband(facts, peers),
         check_nic_pcie(facts),
         check_allreduce(facts),
         iperf3,

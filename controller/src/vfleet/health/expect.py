@@ -7,6 +7,11 @@ Sources of the numbers:
   18 of 50). The GPU catalog's `nvlink_gb_s` is the bidirectional total.
 - NCCL all_reduce bus bandwidth inside an NVSwitch node reaches 80-90% of one direction's
   NVLink bandwidth at large messages (nccl-tests on H100 HGX: ~450-480 GB/s of 450-478).
+- The fastest port rate of each NVIDIA (Mellanox) HCA, by the `hca_type` the mlx5 driver
+  writes to sysfs ("MT" and the PCI device ID in decimal; the IDs from the PCI ID
+  Repository, pci-ids.ucw.cz, vendor 15b3), from NVIDIA's ConnectX and BlueField product
+  briefs: ConnectX-5 EDR 100 Gb/s, ConnectX-6 HDR 200, ConnectX-7 NDR 400, ConnectX-8 XDR
+  800, BlueField-3 NDR 400.
 - Retired pages: the framebuffer holds at most 64 retirements (NVIDIA, "Row Remapping",
   docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/row-remapping.html); a GPU near that is
   replaced.
@@ -25,6 +30,21 @@ ALLREDUCE_SHARE = 0.8  # NCCL all_reduce busbw over one direction's NVLink bandw
 IPERF3_SHARE = 0.9  # one iperf3 run over the NIC's line rate (TCP and framing overhead)
 RETIRED_PAGES_LIMIT = 60  # of the 64 the framebuffer can retire
 LINK_RATE_GBPS = {"ampere": 25.0, "hopper": 25.0, "blackwell": 50.0}  # one direction, one link
+# hca_type -> (model, fastest InfiniBand port rate in Gb/s).
+HCA_MAX_RATE_GBPS = {
+    "MT4115": ("ConnectX-4", 100.0),
+    "MT4119": ("ConnectX-5", 100.0),
+    "MT4121": ("ConnectX-5 Ex", 100.0),
+    "MT4123": ("ConnectX-6", 200.0),
+    "MT4129": ("ConnectX-7", 400.0),
+    "MT4131": ("ConnectX-8", 800.0),
+    "MT41692": ("BlueField-3", 400.0),
+}
+
+
+def hca_capability(hca_type: str | None) -> tuple[str, float] | None:
+    """The HCA's model and its fastest port rate, or None for a type not in the table."""
+    return HCA_MAX_RATE_GBPS.get((hca_type or "").strip().upper())
 
 
 def _gpu(name: str | None) -> Any:

@@ -34,6 +34,7 @@ class HcaPort:
     link_layer: str | None
     netdevs: tuple[str, ...]
     gids: tuple[Gid, ...]
+    hca_type: str | None = None  # mlx5: "MT" and the PCI device ID (MT4129: ConnectX-7)
 
     @property
     def active(self) -> bool:
@@ -90,6 +91,7 @@ def parse_hca_records(records: Sequence[dict[str, Any]]) -> list[HcaPort]:
                     link_layer=(port.get("link_layer") or "").strip() or None,
                     netdevs=tuple(record.get("netdevs") or ()),
                     gids=gids,
+                    hca_type=(record.get("hca_type") or "").strip() or None,
                 )
             )
     return ports

@@ -237,6 +237,8 @@ class HcaFacts(StrictModel):
     """link layer (InfiniBand or Ethernet)"""
     netdevs: list[NetIf] = Field(default_factory=list)
     """network devices on the RDMA device (e.g. [ens1f0])"""
+    hca_type: Text | None = None
+    """the device's type as its driver names it (mlx5: MT and the PCI device ID, e.g. MT4129)"""
     roce_gid_index: Small | None = None
     """the RoCE v2 GID NCCL_IB_GID_INDEX names (e.g. 3; null on InfiniBand)"""
     gids: list[GidFacts] = Field(default_factory=list)
