@@ -3,7 +3,7 @@ told, and that the documented recovery brings back both replicas (docs/operation
 
 They share conftest.py's deployment and run after test_deploy.py (its no-change redeploy
 must see an untouched deployment); each leaves both endpoints serving again. Slow (about
-13 minutes on 2 cores, half of it reinstalling a host); CI runs them, never skips them.
+18 minutes on 2 cores, 8 of them the host reinstalled); CI runs them, never skips them.
 """
 
 from __future__ import annotations
