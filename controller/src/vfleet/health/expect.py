@@ -43,8 +43,9 @@ HCA_MAX_RATE_GBPS = {
 
 
 def hca_capability(hca_type: str | None) -> tuple[str, float] | None:
-    """The HCA's model and its fastest port rate, or None for a type not in the table."""
-    return HCA_MAX_RATE_GBPS.get((hca_type or "").strip().upper())
+    """The HCA's model and its fastest port rate, or None for a type not in the table (the
+    probe strips the sysfs text; the fabric's rates are keyed by the same string)."""
+    return HCA_MAX_RATE_GBPS.get(hca_type or "")
 
 
 def _gpu(name: str | None) -> Any:
