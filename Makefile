@@ -45,8 +45,8 @@ lint: setup ## ruff over the controller, tests, benchmarks, roles, tools/ and sc
 	cd ansible && $(VENV)/bin/ansible-lint
 	$(TERRAFORM) fmt -check -recursive terraform tests/terraform/stubs
 
-unit: setup ## Fast tests that need neither the engine nor test hosts
-	$(VENV)/bin/pytest -q -m "not engine and not testbed" tests
+unit: setup ## Fast tests that need neither the engine nor test hosts (on every core)
+	bash scripts/test-tiers.sh unit
 
 system-packages: ## Install the system packages the test hosts and .venv need, if missing (root; Debian 12, Ubuntu 22.04/24.04)
 	bash scripts/system-packages.sh
@@ -60,6 +60,10 @@ test-testbed: testbed-image ## Test hosts: nspawn machines in network namespaces
 molecule: testbed-image ## molecule test for every role with a scenario, on the testbed (root)
 	bash scripts/molecule-all.sh
 
+tiny-models: engine ## Build the tiny random-weight models the engine tests and the local deploy serve (cached)
+	$(VLLM_VENV)/bin/python tools/make_tiny_models.py "$(VFLEET_CACHE)/tiny-models"
+.PHONY: tiny-models
+
 oracle-sources: setup ## Fetch the vLLM releases' Python sources for the KV oracle (~40 s once)
 	bash scripts/fetch-vllm-sources.sh
 .PHONY: oracle-sources
@@ -67,13 +71,11 @@ oracle-sources: setup ## Fetch the vLLM releases' Python sources for the KV orac
 test-engine: engine oracle-sources ## Tests against a real vLLM CPU engine
 	$(VENV)/bin/pytest -q -m engine tests
 
-# What the suite needs is built side by side: the controller's venv and the vLLM CPU venv
-# (separate pip caches), then lint, the release sources (downloads) and the testbed image
-# while the engine still installs; -Oline keeps each line whole (the scripts prefix theirs).
-test: system-packages ## Everything: lint, unit, engine, testbed, molecule
-	$(MAKE) --no-print-directory -j4 -Oline lint engine oracle-sources testbed-image
-	$(VENV)/bin/pytest -q --durations=15 tests
-	bash scripts/molecule-all.sh
+# Tier by tier (scripts/test-tiers.sh): the preparation (lint, the engine, the oracle's
+# sources and the test-host image, side by side), the fast tests on every core, the engine
+# tests, the test hosts and deploy scenarios, molecule; each tier's wall time at the end.
+test: system-packages ## Everything: lint, unit, engine, testbed, molecule (each tier timed)
+	bash scripts/test-tiers.sh
 
 test-terraform: setup ## Terraform modules and envs: fmt, init/validate/test, static checks (offline)
 	$(VENV)/bin/pytest -q -m "not testbed" tests/terraform

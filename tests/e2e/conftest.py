@@ -1,7 +1,7 @@
 """One local deployment shared by every test in this package.
 
-`make deploy` runs once; test_deploy.py runs first (its no-change redeploy must see an
-untouched deployment), then the other files in name order (each fault test in
+`make deploy` runs once; test_deploy.py runs first (its redeploy must find nothing to change
+but the upgrade it makes), then the other files in name order (each fault test in
 test_deploy_faults.py leaves the deployment healthy again), and test_destroy.py last (it
 removes it all). `make destroy` runs again after them, whatever happened.
 """

@@ -1,8 +1,8 @@
 """`make deploy` on the local default, for real: two test hosts, the whole Ansible rollout, a
-real vLLM CPU engine per host, the load test and the report; then a second deploy that must
-change and restart nothing. The deployment is conftest.py's, shared with the fault tests
-and removed by test_destroy.py. Slow (about 7 minutes on 2 cores); CI runs it, never
-skips it."""
+real vLLM CPU engine per host, the load test and the report; then a second deploy, after an
+upgrade on one host, that must change nothing but restart that host's engine. The deployment
+is conftest.py's, shared with the fault tests and removed by test_destroy.py. Slow (about 10
+minutes on 2 cores); CI runs it, never skips it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from .deployment import ARTIFACTS, make, recaps
+from .deployment import ARTIFACTS, completes, endpoints, main_pid, make, recaps, ssh
 
 pytestmark = pytest.mark.testbed
 
@@ -78,12 +78,27 @@ def test_first_deploy_goes_all_the_way(deployed):
     assert "## Concurrency sweep" in text
 
 
-def test_second_deploy_changes_and_restarts_nothing(deployed):
+def test_redeploy_changes_nothing_but_restarts_the_upgraded_engine(deployed):
+    """The second `make deploy`, after a vLLM or model change on h1 (the vllm role's install
+    stamp, as an upgrade leaves it): no playbook changes anything on either host but the
+    restart of h1's engine, in launch's rolling order; h2's engine keeps running. One deploy
+    proves both the idempotence of the rollout and the upgrade's restart."""
     assert deployed.returncode == 0
+    eps = endpoints()
+    before = {host: main_pid(ep) for host, ep in eps.items()}
+    assert ssh("h1", "sleep 1; touch /var/lib/vfleet/vllm-installed").returncode == 0
     second = make("deploy")
-    assert second.returncode == 0, second.stdout[-3000:]
-    for book in ("standins-local", "site", "launch", "loadtest"):
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-2000:]
+    for book in ("standins-local", "site", "loadtest"):
         changed = recaps(ARTIFACTS / "logs" / f"{book}.log")
         assert changed and set(changed.values()) == {0}, (book, changed)
+    launched = recaps(ARTIFACTS / "logs" / "launch.log")
+    assert launched["h2"] == 0 and launched["h1"] > 0, launched
     assert "reusing artifacts/local/facts" in second.stdout
     assert "first launch" not in second.stdout  # engines serve now: one host at a time
+    launch = (ARTIFACTS / "logs" / "launch.log").read_text()
+    said = r"Restarting engine-\d+:\s+vLLM\s+or\s+the\s+model\s+changed"  # YAML may wrap
+    assert re.search(said, launch), launch[-2000:]
+    assert main_pid(eps["h1"]) not in (0, before["h1"])
+    assert main_pid(eps["h2"]) == before["h2"]
+    assert all(completes(ep) for ep in eps.values())

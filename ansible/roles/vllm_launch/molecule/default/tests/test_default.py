@@ -45,7 +45,8 @@ def _curl(host: Any, *args: str) -> tuple[int, str]:
 
 
 def test_host_has_no_route_out(host: Any) -> None:
-    """So the vLLM install below can only have come from the controller's wheelhouse."""
+    """So the vLLM install below can only have come from the controller's wheelhouse (here or,
+    within scripts/molecule-all.sh, in the vllm scenario whose venv this host starts from)."""
     routes = host.run("ip -4 route show default").stdout.strip()
     assert routes == ""
 

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# `make test`'s tiers, each timed, with a table of their wall times and results at the end.
+#
+# Usage: scripts/test-tiers.sh             the whole suite (below)
+#        scripts/test-tiers.sh TIER...     only these tiers, one after another
+# Tiers: prepare, unit, engine, testbed, molecule.
+#
+# The whole suite: `prepare` (lint, the vLLM CPU venv, the oracle's release sources, the
+# test-host image and the tiny models, side by side), then `unit` on every core, then two
+# lanes at once: `engine` followed by `molecule`, and `testbed` (the testbed's own tests and
+# the deploy scenarios). Each lane keeps one core busy most of the time (an engine on the CPU,
+# pip, Ansible), so on two cores the lanes overlap instead of waiting on each other. They
+# share nothing they write: the engine tests run their servers on loopback, each testbed has
+# its own network namespaces, and what both read (the venv, the wheelhouse, the image, the
+# tiny models) is built by `prepare` first. VFLEET_TEST_LANES=1 runs them one after another.
+#
+# A failed tier does not stop the others (one run reports every failure), but the script exits
+# non-zero if any failed. A failed `prepare` stops everything: the tiers need what it builds.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+venv=${VENV:-$PWD/.venv}
+# The fast tier's workers: its tests are independent (tmp_path each, no hosts, no engine);
+# pytest-xdist's `auto` is one per core.
+workers=${VFLEET_TEST_WORKERS:-auto}
+pytest=("$venv/bin/pytest" -q --durations=10)
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+
+run_tier() {
+  case $1 in
+    prepare)
+      make --no-print-directory -j4 -Oline lint engine oracle-sources testbed-image tiny-models
+      ;;
+    unit) "${pytest[@]}" -n "$workers" -m "not engine and not testbed" tests ;;
+    engine) "${pytest[@]}" -m "engine" tests ;;
+    testbed) "${pytest[@]}" -m "testbed and not engine" tests ;;
+    molecule) bash scripts/molecule-all.sh ;;
+    *)
+      echo "test-tiers: unknown tier '$1' (prepare, unit, engine, testbed, molecule)" >&2
+      return 2
+      ;;
+  esac
+}
+
+# Runs one tier, its lines prefixed with its name when lanes run side by side, and records
+# "<order> PASS|FAIL <tier> <seconds> <exit>" for the summary.
+timed_tier() {
+  local order=$1 tier=$2 prefix=$3 start rc
+  start=$SECONDS
+  echo "=== tier: $tier"
+  if [ -n "$prefix" ]; then
+    run_tier "$tier" 2>&1 | sed -u "s/^/[$tier] /"
+    rc=${PIPESTATUS[0]}
+  else
+    run_tier "$tier"
+    rc=$?
+  fi
+  echo "$order $([ "$rc" -eq 0 ] && echo PASS || echo FAIL) $tier $((SECONDS - start)) $rc" \
+    >"$results/$order"
+  return "$rc"
+}
+
+total_start=$SECONDS
+if [ $# -gt 0 ]; then
+  n=0
+  for tier in "$@"; do
+    n=$((n + 1))
+    timed_tier "$n" "$tier" ""
+  done
+else
+  if timed_tier 1 prepare ""; then
+    timed_tier 2 unit ""
+    if [ "${VFLEET_TEST_LANES:-2}" = 1 ]; then
+      timed_tier 3 engine ""
+      timed_tier 4 molecule ""
+      timed_tier 5 testbed ""
+    else
+      (timed_tier 3 engine "lane 1"; timed_tier 4 molecule "lane 1") &
+      lane1=$!
+      timed_tier 5 testbed "lane 2"
+      wait "$lane1"
+    fi
+  else
+    echo "test-tiers: the preparation failed; the test tiers need what it builds" >&2
+  fi
+fi
+total=$((SECONDS - total_start))
+
+failed=0
+echo "=== make test: each tier's wall time"
+for file in $(ls "$results" | sort -n); do
+  read -r _ verdict tier took rc <"$results/$file"
+  if [ "$verdict" = PASS ]; then
+    printf 'PASS  %-9s %5d s  (%d min %02d s)\n' "$tier" "$took" $((took / 60)) $((took % 60))
+  else
+    printf 'FAIL  %-9s %5d s  (exit %d)\n' "$tier" "$took" "$rc"
+    failed=1
+  fi
+done
+printf 'wall            %5d s  (%d min %02d s)\n' "$total" $((total / 60)) $((total % 60))
+if [ $# -eq 0 ] && [ "${VFLEET_TEST_LANES:-2}" != 1 ]; then
+  echo "(engine then molecule ran beside testbed: the wall time is less than the sum)"
+fi
+[ "$(ls "$results" | wc -l)" -gt 0 ] || failed=1
+exit "$failed"
