@@ -94,3 +94,14 @@ def test_a_failed_probe_stops_the_plan_in_one_line(tmp_path, reads):
     path.write_text(json.dumps(raw))
     with pytest.raises(Exception, match=r"the probe failed on gpu-b \(nvidia-smi -q -x failed"):
         flow.probed_cluster(ctx, "deploy", allow_partial=False)
+
+
+def test_the_phase_summary_lines_the_seconds_up_in_one_column(tmp_path, capsys):
+    from vfleet.deploy.pipeline import print_summary
+
+    ctx = Context(env="local", root=tmp_path)
+    ctx.timings = [("plan", 0.1), ("install: common, nvidia_driver, nccl, vllm", 165.9)]
+    print_summary(ctx, [])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.endswith(" s")]
+    assert [row.split()[0] for row in rows] == ["plan", "install:", "total"]
+    assert len({row.rindex(" s") for row in rows}) == 1, rows  # one column of seconds

@@ -218,9 +218,11 @@ def _plan_only_summary(run: Run) -> None:
 
 def print_summary(ctx: Context, endpoints: list[dict[str, Any]]) -> None:
     print("\nPhases:")
+    # Wide enough for the longest phase name, so the seconds line up in one column.
+    width = max([len(phase) for phase, _ in ctx.timings] + [len("total")])
     for phase, seconds in ctx.timings:
-        print(f"  {phase:<28} {seconds:8.1f} s")
-    print(f"  {'total':<28} {sum(s for _, s in ctx.timings):8.1f} s")
+        print(f"  {phase:<{width}} {seconds:8.1f} s")
+    print(f"  {'total':<{width}} {sum(s for _, s in ctx.timings):8.1f} s")
     for ep in endpoints:
         print(f"\nEndpoint {ep['engine']}: {ep['url']}  (model {ep['model']})")
 
