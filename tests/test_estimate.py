@@ -256,3 +256,57 @@ def test_plan_and_estimate_agree_on_the_plans_own_operating_point(cluster, model
     )
     assert est.output_tokens_per_s == pytest.approx(winner.tokens_per_s, rel=0.15)
     assert est.tpot_ms["median"] == pytest.approx(winner.prediction.tpot_s * 1e3, rel=0.15)
+
+
+def test_sparse_attention_prefill_attends_the_top_k_and_pays_the_indexer_for_every_pair():
+    spec = load_model("deepseek-ai/DeepSeek-V3.2")
+    assert spec.index_n_heads and spec.index_topk == 2048
+    heads = spec.num_attention_heads / 8
+    per_token = [
+        perf._prefill_attention_flops(spec, heads, 1.0, float(ctx)) for ctx in (1024, 4096, 32768)
+    ]
+    # Attention grows with the context up to the indexer's top-k, then stays flat...
+    assert per_token[0] < per_token[1] == per_token[2]
+    # ...while the indexer scores every earlier token, so it keeps growing.
+    scores = [float(perf._indexer_flops(spec, float(ctx))) for ctx in (4096, 32768)]
+    assert scores[1] == 8 * scores[0] > 0
+    assert float(perf._indexer_flops(load_model("deepseek-ai/DeepSeek-R1"), 4096.0)) == 0.0
+
+
+def test_sliding_window_layers_see_only_their_window_in_prefill():
+    spec = load_model("openai/gpt-oss-120b")
+    assert spec.sliding_window and spec.sliding_layers
+    dense = load_model("meta-llama/Llama-3.1-8B-Instruct")
+    for model in (spec, dense):
+        short = perf._prefill_attention_flops(model, 8.0, 1.0, 64.0)
+        long = perf._prefill_attention_flops(model, 8.0, 1.0, 32768.0)
+        ratio = long / short
+        if model is dense:
+            assert ratio == pytest.approx(32768 / 64)
+        else:  # half the layers stop at the window: about half the full growth
+            assert 0.4 * 32768 / 64 < ratio < 0.6 * 32768 / 64
+
+
+def test_the_replay_fits_more_long_requests_of_a_hybrid_model_than_its_token_figure_says():
+    from vfleet.plan.estimate import prepare
+
+    def limits(model: str, gpus: int) -> tuple[int, int]:
+        req = _request(
+            "TP1",
+            spec=load_model(model),
+            cluster=cluster_from_dict({**H200, "gpus_per_node": gpus}),
+            input_len=32000,
+            output_len=100,
+            concurrency=None,
+            num_prompts=8,
+        )
+        prep = prepare(req)
+        return prep.limits.kv_tokens, prep.budget.kv_tokens
+
+    replayed, per_group = limits("openai/gpt-oss-120b", 1)
+    # Half of gpt-oss's layers keep a 128-token window (plus the chunk in flight, as vLLM
+    # reserves it): the shared pool holds far more long requests than the per-group count
+    # says, though less than twice as many.
+    assert 1.4 * per_group < replayed < 2 * per_group
+    replayed, per_group = limits("meta-llama/Llama-3.1-8B-Instruct", 1)
+    assert replayed == per_group  # full attention everywhere: the figure is the capacity

@@ -117,6 +117,8 @@ def _case(raw: dict[str, Any], fit: Fit) -> Case:
     def skip(reason: str) -> Case:
         return Case(request=None, skip=reason, **base)
 
+    if raw.get("held_back"):
+        return skip(f"held back: {raw['held_back']}")
     engine = str(raw.get("engine") or "")
     if not engine.startswith("vllm") or "ROCm" in engine:
         return skip(f"engine {engine}: vfleet models vLLM on NVIDIA GPUs")

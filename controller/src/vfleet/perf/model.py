@@ -179,11 +179,47 @@ def _attention_flops(spec: ModelSpec, heads: float, decode: bool) -> float:
 def _effective_context(spec: ModelSpec, context: Any) -> Any:
     """Context the attention kernels actually touch: sparse and sliding layers cap it."""
     if spec.index_n_heads:  # DeepSeek-V3.2 / V4 sparse attention
-        return np.minimum(context, SPARSE_TOPK_TOKENS)
+        return np.minimum(context, spec.index_topk or SPARSE_TOPK_TOKENS)
     if spec.sliding_window and spec.sliding_layers:
         share = len(spec.sliding_layers) / max(spec.num_layers, 1)
         return share * np.minimum(context, spec.sliding_window) + (1 - share) * context
     return context
+
+
+def _capped_pairs(prefill: Any, pairs: Any, window: float) -> Any:
+    """The step's causal (query, key) pairs when no query looks back more than `window`
+    tokens: each prompt token is taken at the step's mean context (as decode is)."""
+    mean_context = pairs / np.maximum(prefill, 1)
+    return prefill * np.minimum(mean_context, window)
+
+
+def _prefill_attention_flops(spec: ModelSpec, heads: float, prefill: Any, pairs: Any) -> Any:
+    """Attention FLOPs of the step's prompt tokens per layer on one GPU, by layer kind.
+
+    DeepSeek's sparse attention attends each query to the indexer's top-k tokens only, and
+    the sparse kernel works on the compressed latent, as MLA decode does (absorbed). Sliding
+    window layers see at most their window; the other layers the whole causal prefix.
+    """
+    if spec.index_n_heads:
+        topk = spec.index_topk or SPARSE_TOPK_TOKENS
+        return _attention_flops(spec, heads, decode=True) * _capped_pairs(prefill, pairs, topk)
+    full = _attention_flops(spec, heads, decode=False) * pairs
+    if spec.sliding_window and spec.sliding_layers:
+        share = len(spec.sliding_layers) / max(spec.num_layers, 1)
+        windowed = _attention_flops(spec, heads, decode=False) * _capped_pairs(
+            prefill, pairs, spec.sliding_window
+        )
+        return share * windowed + (1 - share) * full
+    return full
+
+
+def _indexer_flops(spec: ModelSpec, pairs: Any) -> Any:
+    """The sparse-attention indexer's scoring of every earlier token, per layer: its heads
+    dot a query with each cached key. vLLM replicates the indexer on every TP rank, so this
+    is not divided by TP."""
+    if not spec.index_n_heads:
+        return 0.0 * pairs
+    return 2 * spec.index_n_heads * spec.index_head_dim * pairs
 
 
 def step_cost(
@@ -243,10 +279,20 @@ def step_cost(
     context = _effective_context(spec, decode_context / np.maximum(decode, 1)) * decode
     kv_read = decode_context * e.kv_bytes_per_token / e.dcp / (hbm * eff.kv_read)
     decode_flops = _attention_flops(spec, heads, decode=True) * context / e.dcp * layers
-    prefill_flops = _attention_flops(spec, heads, decode=False) * prefill_pairs * layers
-    attention_s = (decode_flops + prefill_flops) / (attn_peak * eff.attention)
-    attention_roof = np.maximum(kv_read, decode_flops / (attn_peak * eff.attention)) + (
-        prefill_flops / (attn_peak * eff.attention)
+    prefill_flops = _prefill_attention_flops(spec, heads, prefill, prefill_pairs) * layers
+    # The indexer scores in FP8 where the GPU has it (DeepSeek's kernels do).
+    indexer_peak = peak_flops(gpu, "fp8")
+    # Decode steps score their new token against the whole context, prompts every pair.
+    indexer_s = (
+        _indexer_flops(spec, prefill_pairs + decode_context)
+        * layers
+        / (indexer_peak * eff.attention)
+    )
+    attention_s = (decode_flops + prefill_flops) / (attn_peak * eff.attention) + indexer_s
+    attention_roof = (
+        np.maximum(kv_read, decode_flops / (attn_peak * eff.attention))
+        + prefill_flops / (attn_peak * eff.attention)
+        + indexer_s
     )
 
     # Communication.

@@ -222,6 +222,21 @@ def step_seconds(
     return perf.pipeline_step_s(cost, pp), cost
 
 
+def replay_kv_tokens(req: EstimateRequest, budget: Budget) -> int:
+    """The KV tokens the replay may fill with this run's requests.
+
+    The engine's figure counts tokens per cache group. A request fills every group of a
+    model with full attention alike, but a sliding-window group holds only the window: on a
+    hybrid model (gpt-oss, Gemma) long requests take less of the shared block pool than that
+    figure says, so as many fit as the pool's blocks over one request's blocks.
+    """
+    tokens = budget.kv_tokens * req.layout.dcp
+    if req.layout.dcp > 1 or budget.blocks_per_mean_request <= 0:
+        return tokens
+    fits = budget.num_blocks / budget.blocks_per_mean_request * budget.mean_context_len
+    return max(tokens, int(fits))
+
+
 def scheduler_limits(req: EstimateRequest, budget: Budget) -> EngineLimits:
     chunked = req.enable_chunked_prefill
     if chunked is None:
@@ -230,7 +245,7 @@ def scheduler_limits(req: EstimateRequest, budget: Budget) -> EngineLimits:
     return EngineLimits(
         max_num_seqs=budget.max_num_seqs,
         max_num_batched_tokens=budget.max_num_batched_tokens,
-        kv_tokens=budget.kv_tokens * req.layout.dcp,
+        kv_tokens=replay_kv_tokens(req, budget),
         block_size=budget.block_size,
         chunked_prefill=chunked,
     )
