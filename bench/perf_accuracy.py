@@ -41,12 +41,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from support.perfcases import Case, load_cases
 
-from vfleet.calibrate.fitting import Point, keys_for, predict_all
+from vfleet.calibrate.fitting import Point, at_bounds, keys_for, predict_all
 from vfleet.calibrate.fitting import refit as refit_keys
 from vfleet.errors import UserError
+from vfleet.perf import bands
 from vfleet.perf.params import FIT_FILE, FITTED_EFFICIENCY, Fit, default_fit
-from vfleet.plan.estimate import prepare
+from vfleet.plan.estimate import estimate_regime, prepare
 
+MEASURED_LEVELS = ("gemm", "hbm", "kv_read", "attention", "moe_gemm", "moe_narrow_cols")
 GAP = 0.05  # pairs whose measured throughputs differ by more than this are scored
 
 
@@ -133,8 +135,15 @@ def stats(scored: list[Scored]) -> dict[str, float]:
     }
 
 
+POINTS_PER_KEY = 3  # an engine generation needs this many runs per overhead to fit them all
+
+
+def fitted_keys(scored: list[Scored]) -> list[str]:
+    return keys_for(scored, points_per_key=POINTS_PER_KEY)
+
+
 def refit(scored: list[Scored], start: Fit) -> Fit:
-    return refit_keys(scored, start, keys_for(scored))
+    return refit_keys(scored, start, fitted_keys(scored))
 
 
 def holdout(scored: list[Scored], start: Fit) -> list[tuple[Scored, float]]:
@@ -172,6 +181,29 @@ def leave_one_source_out(scored: list[Scored], start: Fit) -> list[tuple[Scored,
     return out
 
 
+def regime_of(s: Scored) -> str:
+    return estimate_regime(s.prepared.request)
+
+
+def held_out_bands(held: list[tuple[Scored, float]]) -> dict[str, bands.Band]:
+    """Bands from the held-out ratios measured / predicted, per regime."""
+    return bands.bands_from_residuals([(regime_of(s), 1 / (1 + e)) for s, e in held])
+
+
+def band_coverage(held: list[tuple[Scored, float]]) -> float:
+    """The share of held-out runs inside a p10-p90 band made without their publication's
+    runs (so the band never saw the run it is checked on)."""
+    inside = 0
+    for source in {source_of(s.case) for s, _ in held}:
+        others = [(s, e) for s, e in held if source_of(s.case) != source]
+        table = held_out_bands(others)
+        for s, e in held:
+            if source_of(s.case) == source:
+                band = bands.band_for(regime_of(s), table)
+                inside += band.low <= 1 / (1 + e) <= band.high
+    return inside / max(len(held), 1)
+
+
 def print_cross_validated(held: list[tuple[Scored, float]]) -> None:
     errors = [abs(e) for _, e in held]
     by_source: dict[str, list[float]] = {}
@@ -183,7 +215,21 @@ def print_cross_validated(held: list[tuple[Scored, float]]) -> None:
     print(
         f"cross-validated: {len(errors)} points, median |error| {statistics.median(errors):.1%}, "
         f"mean {statistics.fmean(errors):.1%}, within 20%: "
-        f"{sum(e <= 0.2 for e in errors) / len(errors):.0%}\n"
+        f"{sum(e <= 0.2 for e in errors) / len(errors):.0%}"
+    )
+    table = held_out_bands(held)
+    for name in (*bands.REGIMES, bands.POOLED):
+        if name not in table:
+            continue
+        b = table[name]
+        errs = [abs(e) for s, e in held if name == bands.POOLED or regime_of(s) == name]
+        print(
+            f"  {name:14} {b.points:3} runs  median |error| {statistics.median(errs):6.1%}  "
+            f"p10-p90 band x{b.low:.2f} .. x{b.high:.2f} of the estimate"
+        )
+    print(
+        f"p10-p90 band coverage of held-out runs (band made without their source): "
+        f"{band_coverage(held):.0%} (aim: 75-85%)\n"
     )
 
 
@@ -243,8 +289,14 @@ def print_stats(label: str, st: dict[str, float]) -> None:
     )
 
 
-def print_fit(fit: Fit) -> None:
-    print("\nparameters:")
+def print_fit(fit: Fit, scored: list[Scored]) -> None:
+    print("\nmeasured kernel efficiencies (data/kernels/, not fitted):")
+    for gen, eff in fit.efficiency.items():
+        measured = ", ".join(
+            f"{k} {getattr(eff, k):.3g}" for k in MEASURED_LEVELS if k not in FITTED_EFFICIENCY
+        )
+        print(f"  {gen:8} {measured}")
+    print("fitted parameters:")
     for gen, eff in fit.efficiency.items():
         print(f"  {gen:8} " + ", ".join(f"{k} {getattr(eff, k):.3g}" for k in FITTED_EFFICIENCY))
     for gen, over in fit.overheads.items():
@@ -253,6 +305,8 @@ def print_fit(fit: Fit) -> None:
             f"per request {over.request_s * 1e3:.3g} ms, per kernel {over.graph_kernel_s * 1e6:.3g}"
             f" us (+{over.eager_kernel_s * 1e6:.3g} us without CUDA graphs)"
         )
+    bound = at_bounds(fit, fitted_keys(scored))
+    print("fitted parameters at a bound: " + (", ".join(bound) if bound else "none"))
 
 
 def plot(scored: list[Scored], st: dict[str, float], path: Path) -> None:
@@ -297,13 +351,32 @@ def main() -> int:
     parser.add_argument(
         "--quick", action="store_true", help="skip the leave-one-source-out refits (in-sample only)"
     )
+    parser.add_argument(
+        "--held-back", action="store_true", help="also score the runs marked held_back"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plot", type=Path, help="write predicted vs measured as a PNG")
     args = parser.parse_args()
     fit = default_fit()
-    scored, skipped = prepare_all(load_cases(fit))
+    scored, skipped = prepare_all(load_cases(fit, include_held_back=args.held_back))
     if args.fit:
         fit = refit(scored, fit)
+        table = held_out_bands(leave_one_source_out(scored, fit))
+        bands.BANDS_FILE.write_text(
+            json.dumps(
+                {
+                    "description": (
+                        "measured / predicted output tokens/s at the 10th and 90th percentiles "
+                        "of leave-one-source-out predictions, per regime; written by "
+                        "bench/perf_accuracy.py --fit"
+                    ),
+                    "fitted_on": datetime.date.today().isoformat(),
+                    "bands": {k: v.to_json() for k, v in table.items()},
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     predict_all(scored, fit)
     st = stats(scored)
     if args.fit:
@@ -332,7 +405,7 @@ def main() -> int:
     print_table(scored, skipped)
     print_groups(scored)
     print_pairs(scored)
-    print_fit(fit)
+    print_fit(fit, scored)
     print_stats("development set, in-sample (the fit saw every point)", st)
     if args.plot:
         plot(scored, st, args.plot)

@@ -286,7 +286,7 @@ def run_estimate(vfleet: Path, sc: Scenario, point: dict[str, Any]) -> dict[str,
         return {"error": (lines[-1] if lines else f"exit {out.returncode}")[:160]}
     doc = json.loads(out.stdout)
     return {
-        "tok_s": doc["output_tokens_per_s"],
+        "tok_s": doc["output_tokens_per_s"]["median"],
         "tpot": doc["tpot_ms"]["median"],
         "ttft_p99": doc["ttft_ms"]["p99"],
         "running": doc["running_seqs"],

@@ -152,6 +152,12 @@ def test_estimate_evaluates_a_layout_plan_would_refuse_and_says_why(tmp_path):
     ):
         assert key in doc
     assert set(doc["ttft_ms"]) >= {"median", "p99"} and set(doc["tpot_ms"]) >= {"median", "p99"}
+    # Every estimate carries its p10-p90 band; latency bands run the other way round.
+    tok, tpot = doc["output_tokens_per_s"], doc["tpot_median_ms"]
+    assert tok["p10"] < tok["median"] < tok["p90"], tok
+    assert tpot["p10"] < tpot["median"] == doc["tpot_ms"]["median"] < tpot["p90"], tpot
+    # The layout spans two nodes, so its band is the multi-node one.
+    assert doc["interval"]["regime"] == "multi-node" and doc["interval"]["held_out_runs"] > 0
     assert "never crosses slow links" in doc["plan_would_reject"]
     # Over Ethernet the TP all-reduces dominate the step.
     parts = doc["step_breakdown_ms"]
@@ -214,7 +220,7 @@ def test_the_bundled_fit_meets_its_targets_on_the_development_set():
     scored, _ = perf_accuracy.prepare_all(load_cases())
     perf_accuracy.predict_all(scored, default_fit())
     st = perf_accuracy.stats(scored)
-    assert st["points"] >= 35
+    assert st["points"] >= 80
     assert st["median_abs_error"] <= 0.20, st
     assert st["pairs_right"] >= 0.85, st
 
@@ -310,3 +316,18 @@ def test_the_replay_fits_more_long_requests_of_a_hybrid_model_than_its_token_fig
     assert 1.4 * per_group < replayed < 2 * per_group
     replayed, per_group = limits("meta-llama/Llama-3.1-8B-Instruct", 1)
     assert replayed == per_group  # full attention everywhere: the figure is the capacity
+
+
+def test_a_preempted_long_prompt_waits_for_room_instead_of_being_recomputed_chunk_by_chunk():
+    """100 prompts of 32,000 tokens at once on a cache that holds six of them, in chunks of
+    16,384: a prompt whose next chunk no longer fits is preempted once, then waits until the
+    KV it held plus its next chunk fits again (its blocks stay in the prefix cache), as vLLM
+    does; it is not readmitted, preempted and recomputed step after step."""
+    n = 100
+    limits = EngineLimits(
+        max_num_seqs=1024, max_num_batched_tokens=16384, kv_tokens=219_120, block_size=16
+    )
+    traj = replay(np.full(n, 32_000), np.full(n, 100), limits, Client(None))
+    assert traj.preemptions <= n // 2, traj.preemptions
+    prompt_tokens = float(np.sum(traj.prefill))
+    assert prompt_tokens < 1.5 * n * 32_000, prompt_tokens

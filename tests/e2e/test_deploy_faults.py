@@ -260,7 +260,8 @@ def test_degraded_link_lowers_the_measured_bandwidth_and_moves_the_plan(deployed
     pp_before = est_before["step_breakdown_ms"]["pp_comm"]
     pp_after = est_after["step_breakdown_ms"]["pp_comm"]
     assert pp_after > 4 * pp_before, (pp_before, pp_after)
-    assert est_after["output_tokens_per_s"] < 0.75 * est_before["output_tokens_per_s"]
+    tok_before = est_before["output_tokens_per_s"]["median"]
+    assert est_after["output_tokens_per_s"]["median"] < 0.75 * tok_before
     print(
         f"iperf3 {healthy:.3f} -> {slow:.3f} Gbit/s; PP {pp_before:.1f} -> {pp_after:.1f} ms "
         f"per step at 8 requests; plan {before['predicted']['tokens_per_s']} -> "

@@ -96,7 +96,7 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def _case(raw: dict[str, Any], fit: Fit) -> Case:
+def _case(raw: dict[str, Any], fit: Fit, include_held_back: bool = False) -> Case:
     results = raw.get("results") or {}
     workload = raw.get("workload") or {}
     layout = raw.get("layout") or {}
@@ -117,7 +117,7 @@ def _case(raw: dict[str, Any], fit: Fit) -> Case:
     def skip(reason: str) -> Case:
         return Case(request=None, skip=reason, **base)
 
-    if raw.get("held_back"):
+    if raw.get("held_back") and not include_held_back:
         return skip(f"held back: {raw['held_back']}")
     engine = str(raw.get("engine") or "")
     if not engine.startswith("vllm") or "ROCm" in engine:
@@ -198,5 +198,6 @@ def _raw_cases() -> tuple[dict[str, Any], ...]:
     return tuple(json.loads(CASES_FILE.read_text())["cases"])
 
 
-def load_cases(fit: Fit | None = None) -> list[Case]:
-    return [_case(raw, fit or default_fit()) for raw in _raw_cases()]
+def load_cases(fit: Fit | None = None, *, include_held_back: bool = False) -> list[Case]:
+    """Every measured run; those marked `held_back` are skipped unless asked for."""
+    return [_case(raw, fit or default_fit(), include_held_back) for raw in _raw_cases()]

@@ -70,15 +70,35 @@ def keys_for(
     points: Sequence[Point],
     efficiency: Sequence[str] = FITTED_EFFICIENCY,
     overheads: Sequence[str] = FITTED_OVERHEADS,
+    points_per_key: int = 0,
 ) -> list[str]:
-    """'efficiency/hopper/gemm'-style keys for the GPU and engine generations the runs use."""
+    """'efficiency/hopper/gemm'-style keys for the GPU and engine generations the runs use.
+
+    With `points_per_key`, an engine generation with fewer runs than that many per overhead
+    has only its per-step overhead fitted (the rest would follow noise to a bound)."""
     gens = sorted({p.prepared.request.cluster.gpu.arch for p in points})
-    engines = {engine_generation(p.prepared.request.traits.version) for p in points}
+    runs: dict[str, int] = {}
+    for p in points:
+        gen = engine_generation(p.prepared.request.traits.version)
+        runs[gen] = runs.get(gen, 0) + 1
     keys = [f"efficiency/{g}/{name}" for g in gens for name in efficiency]
-    keys += [
-        f"overheads/{g}/{name}" for g in ENGINE_GENERATIONS if g in engines for name in overheads
-    ]
+    for g in ENGINE_GENERATIONS:
+        if g not in runs:
+            continue
+        few = runs[g] < points_per_key * len(overheads)
+        keys += [f"overheads/{g}/{name}" for name in (["step_s"] if few else overheads)]
     return keys
+
+
+def at_bounds(fit: Fit, keys: Sequence[str], margin: float = 0.02) -> list[str]:
+    """The keys whose fitted value sits within `margin` (relative) of a bound."""
+    out = []
+    for key in keys:
+        lo, hi = BOUNDS[key.split("/")[-1]]
+        v = value(fit, key)
+        if v <= lo * (1 + margin) or v >= hi * (1 - margin):
+            out.append(key)
+    return out
 
 
 def value(fit: Fit, key: str) -> float:

@@ -157,19 +157,23 @@ def run(args: argparse.Namespace) -> int:
 
 def render_text(r: dict[str, Any]) -> str:
     w, s = r["workload"], r["scheduler"]
+    tok, ttft, tpot = r["output_tokens_per_s"], r["ttft_median_ms"], r["tpot_median_ms"]
     c = w["concurrency"] or "all at once"
     lines = [
         f"Estimate: {r['model']} on {r['gpus']} x {r['gpu']} as {r['replicas']} x {r['layout']} "
         f"(vLLM {r['vllm_version']}), {w['dataset']} {w['input_len']}->{w['output_len']} "
         f"tokens, {w['num_prompts']} prompts, concurrency {c}",
         "",
-        f"  output tokens/s   {r['output_tokens_per_s']:>12,.1f}   "
-        f"({r['output_tokens_per_s_per_gpu']:,.1f} per GPU)",
+        f"  output tokens/s   {tok['median']:>12,.1f}   "
+        f"({r['output_tokens_per_s_per_gpu']:,.1f} per GPU; p10-p90 {tok['p10']:,.0f} - "
+        f"{tok['p90']:,.0f})",
         f"  requests/s        {r['request_throughput']:>12,.3f}",
         f"  TTFT ms           median {r['ttft_ms']['median']:,.1f}   "
-        f"p99 {r['ttft_ms']['p99']:,.1f}",
+        f"p99 {r['ttft_ms']['p99']:,.1f}   (median p10-p90 {ttft['p10']:,.0f} - "
+        f"{ttft['p90']:,.0f})",
         f"  TPOT ms           median {r['tpot_ms']['median']:,.2f}   "
-        f"p99 {r['tpot_ms']['p99']:,.2f}",
+        f"p99 {r['tpot_ms']['p99']:,.2f}   (median p10-p90 {tpot['p10']:,.2f} - "
+        f"{tpot['p90']:,.2f})",
         f"  running seqs      {r['running_seqs']:>12,.1f} per engine (max-num-seqs "
         f"{s['max_num_seqs']}, KV holds {s['kv_cap_seqs']:,} at full length)",
         f"  preemptions       {r['preemptions']:>12,}",

@@ -32,13 +32,17 @@ import numpy as np
 
 from vfleet.catalog.gpus import Gpu
 from vfleet.catalog.modelspec import ModelSpec
+from vfleet.perf.kernels import shapes
 from vfleet.perf.params import PerfParams
 
 GB = 1e9
-# One collective's fixed latency by link kind (NCCL small-message latencies of each fabric;
-# vLLM's custom all-reduce keeps NVLink near 10 us). A ring over n ranks adds one hop each.
-LATENCY_S = {"nvlink": 10e-6, "pcie": 15e-6, "infiniband": 20e-6, "roce": 25e-6, "ethernet": 60e-6}
-HOP_S = {"nvlink": 1e-6, "pcie": 2e-6, "infiniband": 4e-6, "roce": 5e-6, "ethernet": 15e-6}
+# One collective's fixed latency by link kind. Inside an NVLink domain vLLM's custom
+# all-reduce is one shot: about 5 us from 2 to 8 GPUs (measured on an H200, data/kernels/
+# vllm-h200-kernels.json `allreduce`). Elsewhere NCCL's ring pays a step latency per step,
+# 2 (n - 1) steps for an all-reduce, n - 1 for a gather or scatter, each as slow as the slowest
+# link in the ring (the network's, once a group spans nodes).
+LATENCY_S = {"nvlink": 5e-6, "pcie": 15e-6, "infiniband": 20e-6, "roce": 25e-6, "ethernet": 60e-6}
+HOP_S = {"nvlink": 0.0, "pcie": 2e-6, "infiniband": 5e-6, "roce": 6e-6, "ethernet": 15e-6}
 CUDA_GRAPH_MAX_BATCH = 512  # vLLM's largest captured decode batch (V1 default)
 SPARSE_TOPK_TOKENS = 2048  # DeepSeek-V3.2's indexer keeps this many tokens per query
 
@@ -53,7 +57,8 @@ class Link:
         the bytes over the bus bandwidth (2 for all-reduce, 1 for gather or scatter)."""
         if ranks <= 1:
             return 0.0 * nbytes
-        latency = LATENCY_S.get(self.kind, 60e-6) + HOP_S.get(self.kind, 15e-6) * (ranks - 1)
+        steps = factor * (ranks - 1)
+        latency = LATENCY_S.get(self.kind, 60e-6) + HOP_S.get(self.kind, 15e-6) * steps
         return latency + nbytes * factor * (ranks - 1) / ranks / (self.busbw_GBps * GB)
 
 
@@ -78,6 +83,7 @@ class EngineShape:
     moe_link: Link  # the link the MoE all-to-all (or DP gather) crosses
     pp_link: Link
     all2all: str = "gather"  # gather (allgather/reduce-scatter) | naive | routed (DeepEP-style)
+    kernel_format: str = "bf16"  # bf16 | fp8 | fp8_block | mxfp4: which measured kernels run
 
 
 @dataclass(frozen=True)
@@ -167,6 +173,10 @@ def peak_flops(gpu: Gpu, compute: str) -> float:
     return gpu.bf16_dense_tflops * 1e12
 
 
+def _peak_kind(gpu: Gpu, compute: str) -> str:
+    return "fp8" if compute in ("fp8", "fp4") and gpu.fp8 else "bf16"
+
+
 def _attention_flops(spec: ModelSpec, heads: float, decode: bool) -> float:
     """Attention FLOPs per (query token, context token) pair per layer on one GPU."""
     if spec.is_mla:
@@ -246,6 +256,7 @@ def step_cost(
     ranks carry tokens into the shared expert layers (default: all of them).
     """
     eff, over = params.efficiency, params.overheads
+    kernels = shapes()
     dp_busy = e.dp if active_dp is None else active_dp
     tokens = decode + prefill
     hbm = gpu.hbm_tb_s * 1e12
@@ -254,7 +265,8 @@ def step_cost(
 
     # Linear layers: dense part and routed experts, a roofline each.
     dense_read = e.dense_bytes_per_gpu / (hbm * eff.hbm)
-    dense_compute = e.dense_flops_per_token * tokens / (peak * eff.gemm)
+    gemm_eff = eff.gemm * kernels.gemm_ratio(e.kernel_format)
+    dense_compute = e.dense_flops_per_token * tokens / (peak * gemm_eff)
     moe_read = 0.0 * tokens
     moe_compute = 0.0 * tokens
     if spec.num_experts and e.moe_layers_per_stage:
@@ -262,13 +274,24 @@ def step_cost(
         ranks = e.tp * e.dp
         imbalance = eff.ep_imbalance if e.ep else 1.0
         width = spec.moe_intermediate_size if e.ep else spec.moe_intermediate_size / ranks
-        narrow = width / (width + eff.moe_narrow_cols)
+        curve = kernels.moe_curve(e.kernel_format)
+        narrow_cols = eff.moe_narrow_cols * curve.narrow_cols / kernels.moe["bf16"].narrow_cols
+        peak_kind = _peak_kind(gpu, e.compute)
+        moe_eff = eff.moe_gemm * kernels.moe_ratio(e.kernel_format, peak_kind)
+        if e.ep:
+            moe_eff = moe_eff * kernels.ep_factor(e.kernel_format, ranks)
         moe_read = (e.expert_bytes_per_gpu * experts_touched(spec, group_tokens) * imbalance) / (
             hbm * eff.hbm
         )
-        moe_compute = (e.expert_flops_per_token * group_tokens / ranks * imbalance) / (
-            peak * eff.moe_gemm * narrow
+        flops = e.expert_flops_per_token * group_tokens / ranks * imbalance
+        # Thin expert slices cost what they cost on the measured GPU, scaled by bandwidth.
+        narrow_s = (
+            flops
+            / (kernels.peak_tflops[peak_kind] * 1e12 * moe_eff)
+            * (narrow_cols / width)
+            * (kernels.hbm_tb_s / gpu.hbm_tb_s)
         )
+        moe_compute = flops / (peak * moe_eff) + narrow_s
     weights_s = dense_read + moe_read
     linear_s = dense_compute + moe_compute
     linear_roof = np.maximum(dense_read, dense_compute) + np.maximum(moe_read, moe_compute)
@@ -280,6 +303,10 @@ def step_cost(
     kv_read = decode_context * e.kv_bytes_per_token / e.dcp / (hbm * eff.kv_read)
     decode_flops = _attention_flops(spec, heads, decode=True) * context / e.dcp * layers
     prefill_flops = _prefill_attention_flops(spec, heads, prefill, prefill_pairs) * layers
+    # A prompt's attention runs at the efficiency FlashAttention reaches at its length (a
+    # prompt processed whole has a mean context of half its length).
+    prompt_len = 2 * prefill_pairs / np.maximum(prefill, 1.0)
+    prefill_eff = eff.attention * kernels.prefill_shape(prompt_len)
     # The indexer scores in FP8 where the GPU has it (DeepSeek's kernels do).
     indexer_peak = peak_flops(gpu, "fp8")
     # Decode steps score their new token against the whole context, prompts every pair.
@@ -288,11 +315,10 @@ def step_cost(
         * layers
         / (indexer_peak * eff.attention)
     )
-    attention_s = (decode_flops + prefill_flops) / (attn_peak * eff.attention) + indexer_s
+    prefill_s = prefill_flops / (attn_peak * prefill_eff)
+    attention_s = decode_flops / (attn_peak * eff.attention) + prefill_s + indexer_s
     attention_roof = (
-        np.maximum(kv_read, decode_flops / (attn_peak * eff.attention))
-        + prefill_flops / (attn_peak * eff.attention)
-        + indexer_s
+        np.maximum(kv_read, decode_flops / (attn_peak * eff.attention)) + prefill_s + indexer_s
     )
 
     # Communication.

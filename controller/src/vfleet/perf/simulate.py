@@ -7,7 +7,10 @@ The engine schedules as its release does:
 - V1 (0.8+): every step, running sequences decode first, then partial and new prompts fill
   the rest of `max_num_batched_tokens` in chunks (chunked prefill); at most `max_num_seqs`
   run; a prompt is admitted only while its tokens fit in the KV cache; when decode growth
-  overflows it, the newest running request is preempted and recomputed later.
+  overflows it, the newest running request is preempted and recomputed later. A preempted
+  request comes back only when the KV it held, plus its next chunk, fits again: its blocks
+  stay in the prefix cache, so vLLM's allocation for it counts them (without this, a long
+  prompt that fits once would be admitted, preempted and recomputed chunk after chunk).
 - V0 (before 0.8) without chunked prefill: a step either prefills whole waiting prompts
   (prefill first) or decodes every running sequence.
 
@@ -174,6 +177,7 @@ class _Scheduler:
         "first_step",
         "generated",
         "half_block",
+        "held_before",
         "in_flight",
         "kv_used",
         "limits",
@@ -210,6 +214,7 @@ class _Scheduler:
         # scalar, and whole-number arithmetic (exact in both) gives the same features.
         self.prompt: list[int] = input_len.astype(np.int64).tolist()
         self.need: list[int] = list(self.prompt)  # prompt tokens to (re)compute
+        self.held_before: list[int] = [0] * n  # KV a preempted request held when it stopped
         self.out = np.maximum(output_len.astype(np.int64), 1)
         self.out_list: list[int] = self.out.tolist()
         self.prefilled = [0] * n
@@ -280,6 +285,7 @@ class _Scheduler:
         decoders = self._decoders()
         while decoders and self.kv_used + len(decoders) + half_block * len(order) > kv_tokens:
             victim = order.pop()
+            self.held_before[victim] = prefilled[victim]
             self.kv_used -= prefilled[victim] + (generated[victim] if prefilled[victim] else 0)
             self.need[victim] = self.prompt[victim] + generated[victim]
             prefilled[victim] = 0
@@ -311,7 +317,8 @@ class _Scheduler:
             if not limits.chunked_prefill and take < need[i]:
                 break
             # The KV the prompt takes is counted when the step runs (`advance`).
-            if kv_used + take + half_block * (len(order) + 1) > limits.kv_tokens:
+            held = min(self.held_before[i] + take, need[i])
+            if kv_used + max(take, held) + half_block * (len(order) + 1) > limits.kv_tokens:
                 break
             waiting.popleft()
             order.append(i)

@@ -21,6 +21,7 @@ from vfleet.budget.speculative import Speculative
 from vfleet.catalog.modelspec import ModelSpec
 from vfleet.catalog.releases import VersionTraits
 from vfleet.errors import UserError
+from vfleet.perf import bands
 from vfleet.perf import model as perf
 from vfleet.perf.params import Fit, PerfParams, default_fit
 from vfleet.perf.simulate import Client, EngineLimits, Trajectory, replay
@@ -85,6 +86,11 @@ class Estimate:
     breakdown_ms: dict[str, float]
     plan_would_reject: str
     steps: int
+    band: bands.Band
+
+    @property
+    def throughput_interval(self) -> bands.Interval:
+        return bands.throughput_interval(self.output_tokens_per_s, self.band)
 
     @property
     def gpus(self) -> int:
@@ -116,11 +122,20 @@ class Estimate:
                 "kv_tokens_per_engine": self.budget.kv_tokens,
                 "kv_cap_seqs": self.kv_cap_seqs,
             },
-            "output_tokens_per_s": round(self.output_tokens_per_s, 1),
+            # p10-p90: where held-out measured runs of this regime fell around the estimate.
+            "output_tokens_per_s": self.throughput_interval.to_json(),
             "output_tokens_per_s_per_gpu": round(self.output_tokens_per_s / self.gpus, 1),
             "request_throughput": round(self.request_throughput, 3),
             "ttft_ms": self.ttft_ms,
             "tpot_ms": self.tpot_ms,
+            "ttft_median_ms": bands.latency_interval(self.ttft_ms["median"], self.band).to_json(),
+            "tpot_median_ms": bands.latency_interval(self.tpot_ms["median"], self.band).to_json(2),
+            "interval": {
+                "regime": self.band.regime,
+                "held_out_runs": self.band.points,
+                "p10_ratio": self.band.low,
+                "p90_ratio": self.band.high,
+            },
             "running_seqs": round(self.running_seqs, 1),
             "preemptions": self.preemptions,
             "step_breakdown_ms": self.breakdown_ms,
@@ -364,7 +379,14 @@ def finish(prep: Prepared, fit: Fit) -> Estimate:
         breakdown_ms=cost.breakdown_ms(),
         plan_would_reject=reject_reason(req.spec, req.cluster, req.traits, c),
         steps=traj.steps,
+        band=bands.band_for(estimate_regime(req)),
     )
+
+
+def estimate_regime(req: EstimateRequest) -> str:
+    """The regime whose held-out errors give this estimate's band (vfleet.perf.bands)."""
+    nodes = math.ceil(req.layout.gpus / max(req.cluster.gpus_per_node, 1))
+    return bands.regime(req.input_len, req.output_len, nodes)
 
 
 def estimate(req: EstimateRequest) -> Estimate:

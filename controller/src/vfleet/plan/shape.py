@@ -3,6 +3,8 @@ FLOPs, and the link each parallel group crosses."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from vfleet.budget.compute import Budget
 from vfleet.budget.params import Layout, component_params, pp_partition, stage_layers
 from vfleet.catalog.modelspec import ModelSpec
@@ -20,6 +22,15 @@ def compute_format(weight_format: str, arch: str) -> str:
     if fmt == "fp4" and arch != "blackwell":
         return "bf16"  # no FP4 tensor cores before Blackwell: W4A16 kernels
     return fmt
+
+
+def kernel_format(weight_format: str, quantization: dict[str, Any], arch: str) -> str:
+    """Which measured kernels run the linear layers (vfleet.perf.kernels.FORMATS)."""
+    if weight_format == "mxfp4":
+        return "mxfp4"
+    if compute_format(weight_format, arch) == "fp8":
+        return "fp8_block" if quantization.get("weight_block_size") else "fp8"
+    return "bf16"
 
 
 SCALE_OUT_PER_GPU_GBPS = 45.0  # 400 Gb/s InfiniBand per GPU, as NCCL reaches it
@@ -128,6 +139,7 @@ def engine_shape(
         dense_flops_per_token=dense_flops,
         expert_flops_per_token=expert_flops,
         compute=compute_format(budget.weight_format, cluster.gpu.arch),
+        kernel_format=kernel_format(budget.weight_format, spec.quantization, cluster.gpu.arch),
         all2all=all2all_kind(all2all_backend, version),
         tp_link=tp_link,
         moe_link=moe_link,

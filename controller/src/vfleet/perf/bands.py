@@ -1,0 +1,130 @@
+"""Prediction intervals: how far measured runs fell from estimates made without them.
+
+`bench/perf_accuracy.py --fit` predicts each publication's runs with a fit that never saw
+that publication (leave-one-source-out) and writes, per regime, the 10th and 90th
+percentiles of measured / predicted output throughput to `data/perf_bands.json`. An
+estimate's p10-p90 band is its median times those two ratios: an empirical interval from
+comparable runs, not a statistical guarantee. Regimes:
+
+- multi-node: the engine spans more than one node (inter-node TP, PP or EP);
+- prefill-bound: prompts at least 4 times longer than the outputs;
+- decode-bound: everything else.
+
+A regime with fewer than MIN_POINTS held-out runs uses the pooled band of all of them. TPOT
+and TTFT bands are the throughput band inverted (a run that is 20% slower has 20% longer
+steps); the development set holds too few measured latencies to fit their own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from vfleet.data import DATA_DIR
+from vfleet.errors import UserError
+
+BANDS_FILE = DATA_DIR / "perf_bands.json"
+REGIMES = ("decode-bound", "prefill-bound", "multi-node")
+POOLED = "all"
+MIN_POINTS = 8
+PREFILL_RATIO = 4.0
+
+
+def regime(input_len: float, output_len: float, nodes: int) -> str:
+    if nodes > 1:
+        return "multi-node"
+    if input_len >= PREFILL_RATIO * max(output_len, 1.0):
+        return "prefill-bound"
+    return "decode-bound"
+
+
+@dataclass(frozen=True)
+class Band:
+    """measured / predicted at the 10th and 90th percentiles, from `points` held-out runs."""
+
+    regime: str
+    low: float
+    high: float
+    points: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "regime": self.regime,
+            "p10_ratio": self.low,
+            "p90_ratio": self.high,
+            "points": self.points,
+        }
+
+
+@dataclass(frozen=True)
+class Interval:
+    p10: float
+    median: float
+    p90: float
+
+    def to_json(self, digits: int = 1) -> dict[str, float]:
+        return {
+            "p10": round(self.p10, digits),
+            "median": round(self.median, digits),
+            "p90": round(self.p90, digits),
+        }
+
+    def overlap(self, other: Interval) -> float:
+        """The share of the narrower band that the two bands have in common."""
+        common = min(self.p90, other.p90) - max(self.p10, other.p10)
+        narrower = min(self.p90 - self.p10, other.p90 - other.p10)
+        if narrower <= 0:
+            return 1.0 if common >= 0 else 0.0
+        return max(common, 0.0) / narrower
+
+
+def throughput_interval(value: float, band: Band) -> Interval:
+    return Interval(value * band.low, value, value * band.high)
+
+
+def latency_interval(value: float, band: Band) -> Interval:
+    """A time's band: slower runs (ratio below 1) take longer."""
+    return Interval(value / band.high, value, value / band.low)
+
+
+def bands_from_residuals(residuals: list[tuple[str, float]]) -> dict[str, Band]:
+    """Bands per regime (and pooled) from (regime, measured / predicted) pairs."""
+    out: dict[str, Band] = {}
+    groups: dict[str, list[float]] = {POOLED: [r for _, r in residuals]}
+    for name, ratio in residuals:
+        groups.setdefault(name, []).append(ratio)
+    for name, ratios in groups.items():
+        if not ratios:
+            continue
+        logs = np.log(ratios)
+        low, high = np.exp(np.percentile(logs, [10, 90]))
+        out[name] = Band(name, round(float(low), 4), round(float(high), 4), len(ratios))
+    return out
+
+
+def band_for(name: str, bands: dict[str, Band] | None = None) -> Band:
+    table = bands if bands is not None else load_bands()
+    band = table.get(name)
+    if band is None or band.points < MIN_POINTS:
+        pooled = table[POOLED]
+        return Band(name, pooled.low, pooled.high, pooled.points)
+    return band
+
+
+@cache
+def load_bands() -> dict[str, Band]:
+    raw = json.loads(BANDS_FILE.read_text())
+    out = {}
+    for name, v in raw["bands"].items():
+        low, high, points = float(v["p10_ratio"]), float(v["p90_ratio"]), int(v["points"])
+        if not (0 < low <= high < math.inf) or points < 1:
+            raise UserError(f"{BANDS_FILE.name}: band {name!r} is not a 0 < p10 <= p90 pair")
+        out[name] = Band(name, low, high, points)
+    if POOLED not in out:
+        raise UserError(f"{BANDS_FILE.name}: no pooled band {POOLED!r}")
+    return out

@@ -1,0 +1,64 @@
+"""Prediction intervals: regimes, bands from held-out ratios, overlap and fallback."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from vfleet.perf import bands
+
+
+@pytest.mark.parametrize(
+    "input_len, output_len, nodes, want",
+    [
+        (1000, 1000, 1, "decode-bound"),
+        (3999, 1000, 1, "decode-bound"),
+        (4000, 1000, 1, "prefill-bound"),
+        (32000, 100, 1, "prefill-bound"),
+        (100, 1000, 2, "multi-node"),
+    ],
+)
+def test_regime(input_len, output_len, nodes, want):
+    assert bands.regime(input_len, output_len, nodes) == want
+
+
+def test_bands_are_the_10th_and_90th_percentiles_of_the_ratios_per_regime():
+    ratios = [0.5 + i / 100 for i in range(101)]  # 0.50 .. 1.50
+    table = bands.bands_from_residuals([("decode-bound", r) for r in ratios])
+    band = table["decode-bound"]
+    assert band.points == 101 and table[bands.POOLED].points == 101
+    # Percentiles are taken on log ratios, so they land near, not at, 0.6 and 1.4.
+    assert 0.58 < band.low < 0.62 and 1.38 < band.high < 1.42, band
+
+
+def test_a_thin_regime_borrows_the_pooled_band():
+    residuals = [("decode-bound", 1.0 + i / 50) for i in range(-10, 11)]
+    residuals += [("multi-node", 3.0)] * (bands.MIN_POINTS - 1)
+    table = bands.bands_from_residuals(residuals)
+    thin = bands.band_for("multi-node", table)
+    assert (thin.low, thin.high) == (table[bands.POOLED].low, table[bands.POOLED].high)
+    assert bands.band_for("decode-bound", table) == table["decode-bound"]
+
+
+def test_latency_bands_invert_the_throughput_band():
+    band = bands.Band("decode-bound", 0.8, 1.25, 20)
+    tok = bands.throughput_interval(100.0, band)
+    tpot = bands.latency_interval(10.0, band)
+    assert (tok.p10, tok.p90) == (80.0, 125.0)
+    assert math.isclose(tpot.p10, 8.0) and math.isclose(tpot.p90, 12.5)
+
+
+def test_overlap_is_the_shared_share_of_the_narrower_band():
+    a = bands.Interval(80, 100, 120)
+    assert bands.Interval(100, 110, 140).overlap(a) == pytest.approx(0.5)
+    assert bands.Interval(130, 140, 150).overlap(a) == 0.0
+    assert bands.Interval(90, 100, 110).overlap(a) == 1.0
+
+
+def test_the_bundled_bands_cover_every_regime_or_fall_back():
+    table = bands.load_bands()
+    assert bands.POOLED in table
+    for name in bands.REGIMES:
+        band = bands.band_for(name, table)
+        assert 0 < band.low <= band.high, band
