@@ -14,7 +14,8 @@ from vfleet.perf import bands
     [
         (1000, 1000, 1, "decode-bound"),
         (3999, 1000, 1, "decode-bound"),
-        (4000, 1000, 1, "prefill-bound"),
+        (8000, 1000, 1, "prefill-bound"),
+        (4000, 1000, 1, "decode-bound"),
         (32000, 100, 1, "prefill-bound"),
         (100, 1000, 2, "multi-node"),
     ],
@@ -62,3 +63,10 @@ def test_the_bundled_bands_cover_every_regime_or_fall_back():
     for name in bands.REGIMES:
         band = bands.band_for(name, table)
         assert 0 < band.low <= band.high, band
+
+
+def test_the_comparison_band_is_symmetric_and_each_layout_carries_half_of_it():
+    band = bands.comparison_band([1.1, 0.95, 1.02, 0.9, 1.2])
+    assert band.low == pytest.approx(1 / band.high, rel=1e-3) and band.points == 5
+    one = bands.comparison_interval(100.0, bands.Band(bands.COMPARISON, 0.81, 1.21, 40))
+    assert one.p10 == pytest.approx(90.0) and one.p90 == pytest.approx(110.0)

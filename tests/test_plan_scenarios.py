@@ -238,3 +238,25 @@ def test_the_kv_cap_counts_every_cache_group_a_request_holds():
             naive = -(-b.mean_context_len // b.block_size)
             assert b.blocks_per_mean_request > 1.5 * naive
             assert ev.kv_cap == max(1, int(0.9 * (b.num_blocks - 1) / b.blocks_per_mean_request))
+
+
+def test_layouts_the_estimator_cannot_separate_tie_and_the_simpler_one_wins():
+    """Two layouts whose comparison bands overlap by more than half are a tie: the one with
+    more replicas wins although it is predicted slightly slower; a layout well outside the
+    band keeps its rank."""
+    from types import SimpleNamespace
+
+    from vfleet.perf import bands
+    from vfleet.plan.candidate import Candidate
+    from vfleet.plan.search import Evaluated, is_tie, rank
+
+    def ev(tp: int, replicas: int, tok_s: float) -> Evaluated:
+        e = Evaluated(candidate=Candidate(tp, 1, 1, False, 1), replicas=replicas, meets_slo=True)
+        e.prediction = SimpleNamespace(output_tokens_per_s=tok_s / replicas)  # type: ignore[assignment]
+        return e
+
+    spread = bands.band_for(bands.COMPARISON).high
+    fast, near, slow = ev(8, 1, 1000.0), ev(4, 2, 1000.0 / spread**0.25), ev(2, 4, 400.0)
+    assert is_tie(fast, near) and not is_tie(fast, slow)
+    ranked = rank([fast, near, slow])
+    assert ranked[0] is near and ranked[1] is fast and ranked[-1] is slow

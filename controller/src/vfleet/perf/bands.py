@@ -7,12 +7,21 @@ estimate's p10-p90 band is its median times those two ratios: an empirical inter
 comparable runs, not a statistical guarantee. Regimes:
 
 - multi-node: the engine spans more than one node (inter-node TP, PP or EP);
-- prefill-bound: prompts at least 4 times longer than the outputs;
+- prefill-bound: prompts at least 8 times longer than the outputs;
 - decode-bound: everything else.
 
 A regime with fewer than MIN_POINTS held-out runs uses the pooled band of all of them. TPOT
 and TTFT bands are the throughput band inverted (a run that is 20% slower has 20% longer
 steps); the development set holds too few measured latencies to fit their own.
+
+Comparing two layouts is another question: most of an estimate's error (the model, the
+release, the client) is shared by every layout of one plan and cancels in their ratio. The
+planner's tie test therefore gives each layout a comparison band from how far measured
+ratios between two layouts run by one publication on one setup fell from the predicted
+ratios (the
+`comparison` entry: p10 and p90 of (predicted a / predicted b) / (measured a / measured b)),
+half of that spread on each side, and calls two layouts a tie when those bands overlap by
+more than half of the narrower one.
 """
 
 from __future__ import annotations
@@ -31,8 +40,9 @@ from vfleet.errors import UserError
 BANDS_FILE = DATA_DIR / "perf_bands.json"
 REGIMES = ("decode-bound", "prefill-bound", "multi-node")
 POOLED = "all"
+COMPARISON = "comparison"
 MIN_POINTS = 8
-PREFILL_RATIO = 4.0
+PREFILL_RATIO = 8.0
 
 
 def regime(input_len: float, output_len: float, nodes: int) -> str:
@@ -83,6 +93,20 @@ class Interval:
         return max(common, 0.0) / narrower
 
 
+def comparison_interval(value: float, band: Band) -> Interval:
+    """A layout's band for comparing it with another layout of the same plan."""
+    return Interval(value * math.sqrt(band.low), value, value * math.sqrt(band.high))
+
+
+def comparison_band(ratio_errors: list[float]) -> Band:
+    """The comparison band from pairs' (predicted a / b) / (measured a / b), each pair
+    counted in both orders so the band is symmetric."""
+    logs = np.log(ratio_errors)
+    both = np.concatenate([logs, -logs])
+    low, high = np.exp(np.percentile(both, [10, 90]))
+    return Band(COMPARISON, round(float(low), 4), round(float(high), 4), len(ratio_errors))
+
+
 def throughput_interval(value: float, band: Band) -> Interval:
     return Interval(value * band.low, value, value * band.high)
 
@@ -109,6 +133,8 @@ def bands_from_residuals(residuals: list[tuple[str, float]]) -> dict[str, Band]:
 
 def band_for(name: str, bands: dict[str, Band] | None = None) -> Band:
     table = bands if bands is not None else load_bands()
+    if name == COMPARISON:
+        return table[COMPARISON]
     band = table.get(name)
     if band is None or band.points < MIN_POINTS:
         pooled = table[POOLED]
@@ -125,6 +151,7 @@ def load_bands() -> dict[str, Band]:
         if not (0 < low <= high < math.inf) or points < 1:
             raise UserError(f"{BANDS_FILE.name}: band {name!r} is not a 0 < p10 <= p90 pair")
         out[name] = Band(name, low, high, points)
-    if POOLED not in out:
-        raise UserError(f"{BANDS_FILE.name}: no pooled band {POOLED!r}")
+    for needed in (POOLED, COMPARISON):
+        if needed not in out:
+            raise UserError(f"{BANDS_FILE.name}: no band {needed!r}")
     return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from vfleet.plan.cluster import ClusterSpec
-from vfleet.plan.search import TIE, Evaluated
+from vfleet.plan.search import Evaluated, is_tie, simpler_because
 from vfleet.plan.workload import Workload
 
 ALTERNATIVES = 5
@@ -16,8 +16,11 @@ ALTERNATIVES = 5
 def _predicted(ev: Evaluated) -> dict[str, Any]:
     p = ev.prediction
     assert p is not None and ev.budget is not None
+    band = ev.interval
     return {
         "tokens_per_s": round(ev.tokens_per_s, 1),
+        "tokens_per_s_p10": round(band.p10, 1),
+        "tokens_per_s_p90": round(band.p90, 1),
         "tokens_per_s_per_gpu": round(ev.tokens_per_s / ev.gpus_used, 1),
         "tpot_ms": round(p.tpot_s * 1e3, 2),
         "itl_p99_ms": round(p.itl_p99_s * 1e3, 2),
@@ -61,10 +64,12 @@ def why_lost(winner: Evaluated, ev: Evaluated) -> str:
             f"misses the SLO (p99 TTFT {p.ttft_p99_s * 1e3:.0f} ms, TPOT {p.tpot_s * 1e3:.1f} ms)"
         )
     ratio = ev.tokens_per_s / max(winner.tokens_per_s, 1e-9)
-    if ratio >= 1 - TIE:
+    if is_tie(winner, ev):
+        shared = winner.comparison.overlap(ev.comparison)
         return (
-            f"ties with the winner ({ratio * 100:.0f}% of its throughput, inside the cost "
-            f"model's 2%); the simpler layout wins: fewer stages, EP, more replicas"
+            f"ties with the winner ({ratio * 100:.0f}% of its throughput; their comparison "
+            f"bands share {shared * 100:.0f}%: a gap the estimator's measured ranking error "
+            f"cannot confirm); the winner is simpler: {simpler_because(winner, ev)}"
         )
     comm = max(ev.comm_ms.items(), key=lambda kv: kv[1]) if ev.comm_ms else ("", 0)
     reason = f"{ratio * 100:.0f}% of the winner's throughput"
@@ -191,10 +196,18 @@ def idle_note(cluster: ClusterSpec, winner: Evaluated) -> str:
 def winner_reason(winner: Evaluated, runner_up: Evaluated | None) -> str:
     p = winner.prediction
     assert p is not None
-    text = (
-        f"{winner.candidate.label} x {winner.replicas} replica(s) gives the most output "
-        f"tokens/s ({winner.tokens_per_s:,.0f}) "
-    )
+    band = winner.interval
+    if runner_up and runner_up.tokens_per_s > winner.tokens_per_s:
+        text = (
+            f"{winner.candidate.label} x {winner.replicas} replica(s) is the simplest of the "
+            f"layouts the cost model cannot tell from the fastest ({winner.tokens_per_s:,.0f} "
+            f"output tokens/s, p10-p90 {band.p10:,.0f}-{band.p90:,.0f}) "
+        )
+    else:
+        text = (
+            f"{winner.candidate.label} x {winner.replicas} replica(s) gives the most output "
+            f"tokens/s ({winner.tokens_per_s:,.0f}, p10-p90 {band.p10:,.0f}-{band.p90:,.0f}) "
+        )
     if winner.meets_slo:
         text += "within the SLOs"
     else:

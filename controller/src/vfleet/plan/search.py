@@ -20,8 +20,8 @@ from vfleet.budget.params import component_params
 from vfleet.catalog.modelspec import ModelSpec
 from vfleet.catalog.releases import VersionTraits
 from vfleet.errors import UserError
+from vfleet.perf import bands, steady
 from vfleet.perf import model as perf
-from vfleet.perf import steady
 from vfleet.perf.params import Fit, default_fit
 from vfleet.plan import shape
 from vfleet.plan.candidate import Candidate
@@ -52,12 +52,25 @@ class Evaluated:
     """the nodes its engines are placed on and the links they are costed against"""
     heavy_crosses: bool = False
     """its TP group or expert traffic spans nodes"""
+    band: bands.Band | None = None
+    """where held-out measured runs of its regime fell around estimates (vfleet.perf.bands)"""
 
     @property
     def tokens_per_s(self) -> float:
         if not self.prediction:
             return 0.0
         return self.prediction.output_tokens_per_s * self.replicas
+
+    @property
+    def interval(self) -> bands.Interval:
+        """Where a measured run would fall (p10-p90 of held-out runs of its regime)."""
+        band = self.band or bands.band_for(bands.POOLED)
+        return bands.throughput_interval(self.tokens_per_s, band)
+
+    @property
+    def comparison(self) -> bands.Interval:
+        """Its band for comparing it with the plan's other layouts (vfleet.perf.bands)."""
+        return bands.comparison_interval(self.tokens_per_s, bands.band_for(bands.COMPARISON))
 
     @property
     def gpus_used(self) -> int:
@@ -254,6 +267,8 @@ def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
     ev.max_num_seqs, ev.max_num_batched_tokens, ev.prediction, ev.meets_slo = _choose_knobs(
         spec, inputs, e, ev.kv_cap, target
     )
+    nodes = math.ceil(c.gpus / max(cluster.gpus_per_node, 1))
+    ev.band = bands.band_for(bands.regime(w.input_mean, w.output_mean, nodes))
     p = ev.prediction
     cost = p.cost
     ev.comm_ms = {
@@ -265,29 +280,53 @@ def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
     return ev
 
 
-TIE = 0.02  # predictions this close are a tie for a cost model of this kind
+TIE = 0.02  # predictions this close are a tie whatever their bands
+BAND_TIE = 0.5  # p10-p90 bands sharing more than this share of the narrower one tie
 
 
 def _simplicity(ev: Evaluated) -> tuple[int, int, bool, int, int]:
-    """Among near ties: more of the cluster in use, fewer pipeline stages, EP for MoE (the
+    """Among ties: more of the cluster in use, fewer pipeline stages, EP for MoE (the
     high-concurrency chapter's preference), less DCP, more replicas (independent failure
     domains)."""
     c = ev.candidate
     return (-ev.gpus_used, c.pp, not c.ep, c.dcp, -ev.replicas)
 
 
+SIMPLER_BECAUSE = (
+    "it uses more of the cluster",
+    "it has fewer pipeline stages",
+    "it keeps expert traffic inside EP groups",
+    "it splits no context across GPUs (less DCP)",
+    "it runs more independent replicas",
+)
+
+
+def simpler_because(winner: Evaluated, other: Evaluated) -> str:
+    """Why `winner` counts as simpler than `other` (the first rule of _simplicity that
+    separates them)."""
+    for reason, a, b in zip(SIMPLER_BECAUSE, _simplicity(winner), _simplicity(other), strict=True):
+        if a != b:
+            return reason
+    return "it is as simple and predicted faster"
+
+
+def is_tie(a: Evaluated, b: Evaluated) -> bool:
+    """Two layouts the cost model cannot separate: within 2%, or comparison bands that
+    overlap by more than half."""
+    if a.meets_slo != b.meets_slo:
+        return False
+    close = b.tokens_per_s >= (1 - TIE) * a.tokens_per_s
+    return close or a.comparison.overlap(b.comparison) > BAND_TIE
+
+
 def rank(evaluated: list[Evaluated]) -> list[Evaluated]:
-    """SLO-meeting layouts first, by throughput; the winner is the simplest layout within
-    2% of the best."""
+    """SLO-meeting layouts first, by throughput; the winner is the simplest layout among
+    those tied with the best (vfleet.plan.search.is_tie)."""
     ordered = sorted(evaluated, key=lambda e: (not e.meets_slo, -e.tokens_per_s))
     if not ordered:
         return ordered
     top = ordered[0]
-    ties = [
-        e
-        for e in ordered
-        if e.meets_slo == top.meets_slo and e.tokens_per_s >= (1 - TIE) * top.tokens_per_s
-    ]
+    ties = [e for e in ordered if e is top or is_tie(top, e)]
     winner = min(ties, key=_simplicity)
     return [winner] + [e for e in ordered if e is not winner]
 

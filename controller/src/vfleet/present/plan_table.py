@@ -32,8 +32,8 @@ def table(
     )
     cols = (
         f"  {'#':>2} {'layout':<18} {'x':>3} {'W GiB':>6} {'KV seqs':>8} {'seqs':>6} "
-        f"{'tok/s':>9} {'/GPU':>7} {'TPOT':>6} {'TTFT':>7} {'TP ms':>6} {'MoE ms':>6} "
-        f"{'PP ms':>6}  SLO"
+        f"{'tok/s':>9} {'p10-p90':>15} {'/GPU':>7} {'TPOT':>6} {'TTFT':>7} {'TP ms':>6} "
+        f"{'MoE ms':>6} {'PP ms':>6}  SLO"
     )
     lines = [head, "", cols]
     feasible = [e for e in ranked if not e.rejected]
@@ -55,10 +55,11 @@ def table(
         i = feasible.index(ev) + 1
         p, b = ev.prediction, ev.budget
         assert p is not None and b is not None
+        band = f"{ev.interval.p10:,.0f}-{ev.interval.p90:,.0f}"
         lines.append(
             f"  {i:>2} {ev.candidate.label:<18} {ev.replicas:>3} {b.weights_gib:>6.1f} "
             f"{ev.kv_cap * ev.candidate.dp * ev.replicas:>8} {ev.max_num_seqs:>6} "
-            f"{ev.tokens_per_s:>9,.0f} {ev.tokens_per_s / ev.gpus_used:>7,.0f} "
+            f"{ev.tokens_per_s:>9,.0f} {band:>15} {ev.tokens_per_s / ev.gpus_used:>7,.0f} "
             f"{p.tpot_s * 1e3:>6.1f} {p.ttft_p99_s * 1e3:>7.0f} {ev.comm_ms['tp']:>6.2f} "
             f"{ev.comm_ms['moe']:>6.2f} {ev.comm_ms['pp']:>6.2f}  "
             f"{'yes' if ev.meets_slo else 'no'}"
