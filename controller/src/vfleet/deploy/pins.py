@@ -11,6 +11,7 @@ from typing import Any
 
 from vfleet.deploy.bundle import bundle_root
 from vfleet.errors import UserError
+from vfleet.inputs.files import read_text
 
 _LINE = re.compile(r"([A-Z][A-Z0-9_]*)=([A-Za-z0-9][A-Za-z0-9._+-]*)")
 
@@ -19,10 +20,7 @@ def pins(root: Path | None = None) -> dict[str, str]:
     """KEY=value lines of <root>/pins.env (default: the bundle); blank lines and # comments
     are skipped, any other line (quotes, spaces, $-expansion, a key given twice) is refused."""
     path = (root or bundle_root()) / "pins.env"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read the pins ({exc.strerror})") from None
+    text = read_text(path, "pins file", max_bytes=2**16)
     found: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):

@@ -1,16 +1,19 @@
 """Reading what an operator hands vfleet: bytes checked before they are parsed, YAML and
 JSON parsed strictly, and every key's line kept for the error message.
 
-Refused here, each in one line: a directory or a missing, unreadable, oversized, binary
-or non-UTF-8 file; a key given twice (PyYAML would keep the last silently, which turns a
-duplicated host into a missing one); YAML whose aliases expand past MAX_VALUES values or
-nest past MAX_DEPTH levels (a "billion laughs" file would otherwise hang every later step);
-NaN and Infinity in JSON.
+Every file an operator names is read through `read_bytes`. Refused here, each in one
+line: anything but a regular file (a FIFO or /dev/zero would block or never end), a
+missing, unreadable, oversized, binary or non-UTF-8 file; a key given twice (PyYAML
+would keep the last silently, which turns a duplicated host into a missing one); YAML
+whose aliases expand past MAX_VALUES values or nest past MAX_DEPTH levels (a "billion
+laughs" file would otherwise hang every later step); NaN and Infinity in JSON.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,24 +55,86 @@ class Document:
         return None
 
 
-def read_text(path: Path, what: str, max_bytes: int = MAX_BYTES) -> str:
-    """The text of one file, or a UserError naming it and what to do instead."""
+def read_bytes(path: Path, what: str, max_bytes: int = MAX_BYTES, tail: bool = False) -> bytes:
+    """The bytes of one regular file, or a UserError naming it and what to do instead.
+
+    The file is opened without blocking and checked before a byte is read, so a FIFO, a
+    device such as /dev/zero, a socket or a directory is refused rather than waited on or
+    read without end. More than `max_bytes` is refused, or with `tail` only the last
+    `max_bytes` are kept (logs)."""
+    fd = _open_regular(path, what)
     try:
-        if path.is_dir():
-            raise UserError(f"{what} {path} is a directory: pass the file itself")
-        size = path.stat().st_size
+        size = os.fstat(fd).st_size
         if size > max_bytes:
+            if not tail:
+                raise UserError(
+                    f"{what} {path} is {size / 2**20:.1f} MiB, more than the "
+                    f"{max_bytes / 2**20:g} MiB vfleet reads: pass the right file"
+                )
+            os.lseek(fd, size - max_bytes, os.SEEK_SET)
+        raw = _read_at_most(fd, max_bytes + 1)  # one byte more tells a file that grew
+    except OSError as exc:
+        raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > max_bytes:
+        if not tail:
             raise UserError(
-                f"{what} {path} is {size / 2**20:.1f} MiB, more than the {max_bytes // 2**20} "
-                "MiB vfleet reads: pass the right file"
+                f"{what} {path} grew past {max_bytes / 2**20:g} MiB while read: "
+                "pass a file that is not being written"
             )
-        raw = path.read_bytes()
+        raw = raw[-max_bytes:]
+    return raw
+
+
+def _open_regular(path: Path, what: str) -> int:
+    """A descriptor on `path` opened without blocking, refused unless a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except FileNotFoundError:
         raise UserError(f"{what} {path} does not exist: check the path") from None
     except PermissionError:
         raise UserError(f"cannot read {what} {path}: permission denied") from None
+    except IsADirectoryError:
+        raise UserError(f"{what} {path} is a directory: pass the file itself") from None
     except OSError as exc:
         raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        return fd
+    os.close(fd)
+    if stat.S_ISDIR(mode):
+        raise UserError(f"{what} {path} is a directory: pass the file itself")
+    raise UserError(
+        f"{what} {path} is {_kind(mode)}, not a regular file: pass a file saved on disk"
+    )
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 2**20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"
+
+
+def read_text(path: Path, what: str, max_bytes: int = MAX_BYTES) -> str:
+    """The UTF-8 text of one regular file (see `read_bytes`), refused if binary."""
+    raw = read_bytes(path, what, max_bytes)
     if b"\0" in raw:
         raise UserError(f"{what} {path} is a binary file, not text: pass the YAML or JSON file")
     try:
