@@ -17,7 +17,15 @@ from typing import Any
 from vfleet.errors import UserError
 from vfleet.inputs.files import parse_json, read_text
 
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp16": 2, "bf16": 2, "half": 2}
+DTYPE_BYTES = {
+    "float32": 4,
+    "float": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "fp16": 2,
+    "bf16": 2,
+    "half": 2,
+}
 
 
 @dataclass(frozen=True)
@@ -328,11 +336,15 @@ def _bad_compress_rate(cfg: Mapping[str, Any]) -> _Problem | None:
     return None
 
 
+def _where(name: str) -> str:
+    if not name.endswith(".json") and Path(name).is_dir():
+        return f"model config {Path(name) / 'config.json'}"
+    return f"model config {name}"
+
+
 def _check_config(raw: Mapping[str, Any], name: str) -> None:
     """Refuse a config whose numbers the shape code cannot use, before any loop runs."""
-    where = f"model config {name}"
-    if not name.endswith(".json") and Path(name).is_dir():
-        where = f"model config {Path(name) / 'config.json'}"
+    where = _where(name)
     _check_section(raw, where, "", text=True)
     for key in ("text_config", "llm_config", "language_config"):
         if isinstance(raw.get(key), Mapping):
@@ -341,9 +353,111 @@ def _check_config(raw: Mapping[str, Any], name: str) -> None:
         _check_section(raw["vision_config"], where, "vision_config.", text=False)
 
 
-def _norm_dtype(raw: Any) -> str:
-    dtype = str(raw or "bfloat16").replace("torch.", "")
-    return dtype if dtype in DTYPE_BYTES else "bfloat16"
+def _norm_dtype(raw: Any, where: str) -> str:
+    """The checkpoint's dtype; one vLLM cannot load (e.g. "int1") is refused, not guessed."""
+    if raw is None or raw == "auto":
+        return "bfloat16"
+    dtype = str(raw).replace("torch.", "")
+    if dtype not in DTYPE_BYTES:
+        raise UserError(
+            f"{where}: torch_dtype must be one of {', '.join(sorted(DTYPE_BYTES))}, "
+            f"got {_shown(raw)}: fix config.json"
+        )
+    return dtype
+
+
+def _refuse(where: str, key: str, what: str, value: Any) -> UserError:
+    return UserError(f"{where}: {key}: {what}, got {_shown(value)}: fix config.json")
+
+
+def _check_attention(spec: ModelSpec, where: str) -> None:
+    """The head arithmetic vLLM's attention layers assume (GQA groups, a positive width)."""
+    if spec.head_dim <= 0:
+        raise _refuse(where, "head_dim", "must be above 0 (or hidden_size / heads)", spec.head_dim)
+    if spec.is_mla:
+        for key in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+            if getattr(spec, key) <= 0:
+                raise _refuse(where, key, "must be above 0 for latent attention", 0)
+        return
+    if spec.num_kv_heads < 1 or spec.num_kv_heads > spec.num_attention_heads:
+        raise _refuse(
+            where,
+            "num_key_value_heads",
+            f"must be from 1 to num_attention_heads ({spec.num_attention_heads})",
+            spec.num_kv_heads,
+        )
+    if spec.num_attention_heads % spec.num_kv_heads:
+        raise _refuse(
+            where,
+            "num_key_value_heads",
+            f"must divide num_attention_heads ({spec.num_attention_heads})",
+            spec.num_kv_heads,
+        )
+
+
+def _check_mlp(spec: ModelSpec, where: str) -> None:
+    """Experts and MLP widths as vLLM's MoE and MLP layers need them."""
+    if spec.is_moe:
+        if not 1 <= spec.experts_per_token <= spec.num_experts:
+            raise _refuse(
+                where,
+                "num_experts_per_tok",
+                f"must be from 1 to the number of experts ({spec.num_experts})",
+                spec.experts_per_token,
+            )
+        if spec.moe_intermediate_size <= 0:
+            raise _refuse(
+                where, "moe_intermediate_size", "must be above 0", spec.moe_intermediate_size
+            )
+    if spec.intermediate_size <= 0:
+        raise _refuse(where, "intermediate_size", "must be above 0", spec.intermediate_size)
+
+
+def _check_rope_scaling(cfg: Mapping[str, Any], where: str) -> None:
+    rope = cfg.get("rope_scaling")
+    if rope is None:
+        return
+    if not isinstance(rope, Mapping):
+        raise _refuse(where, "rope_scaling", "must be a JSON object or null", rope)
+    kind = rope.get("rope_type", rope.get("type"))
+    if kind is not None and not isinstance(kind, str):
+        raise _refuse(where, "rope_scaling.rope_type", "must be a name", kind)
+    factor = rope.get("factor")
+    if factor is not None and not (
+        isinstance(factor, int | float)
+        and not isinstance(factor, bool)
+        and math.isfinite(factor)
+        and 0 < factor <= 1_000_000
+    ):
+        raise _refuse(where, "rope_scaling.factor", "must be a number above 0", factor)
+
+
+def _check_quantization(quant: Mapping[str, Any], where: str) -> None:
+    method = quant.get("quant_method")
+    if method is not None and not isinstance(method, str):
+        raise _refuse(where, "quantization_config.quant_method", "must be a name", method)
+    block = quant.get("weight_block_size")
+    if block is not None and not (
+        isinstance(block, list) and len(block) == 2 and all(_whole(b, 1, 65_536) for b in block)
+    ):
+        raise _refuse(
+            where,
+            "quantization_config.weight_block_size",
+            "must be two whole numbers above 0, e.g. [128, 128]",
+            block,
+        )
+
+
+def _check_semantics(spec: ModelSpec, cfg: Mapping[str, Any], where: str) -> None:
+    """What vLLM refuses at load time, refused here before any cost is computed: a shape
+    that passes the range checks but makes no model (no experts picked, KV heads that do
+    not group the heads) would otherwise print NaN or a plan no engine can start."""
+    _check_attention(spec, where)
+    if not spec.is_moe and cfg.get("intermediate_size") == 0:  # a dense MLP of width 0
+        raise _refuse(where, "intermediate_size", "must be above 0", 0)
+    _check_mlp(spec, where)
+    _check_rope_scaling(cfg, where)
+    _check_quantization(spec.quantization, where)
 
 
 def spec_from_config(raw: dict[str, Any], name: str = "model") -> ModelSpec:
@@ -392,7 +506,7 @@ def spec_from_config(raw: dict[str, Any], name: str = "model") -> ModelSpec:
     # GPT-2-style blocks (fc1/fc2, no gate): Phi-1/2, GPT-NeoX, GPT-J, Falcon.
     is_phi = model_type in ("phi", "phi-msft", "gpt2", "gpt_neox", "gptj", "falcon")
 
-    return ModelSpec(
+    spec = ModelSpec(
         name=name,
         architecture=architecture,
         model_type=model_type,
@@ -406,7 +520,9 @@ def spec_from_config(raw: dict[str, Any], name: str = "model") -> ModelSpec:
         tie_word_embeddings=bool(
             _pick(cfg, "tie_word_embeddings", default=model_type.startswith("gemma"))
         ),
-        dtype=_norm_dtype(_pick(cfg, "torch_dtype", "dtype", default=raw.get("torch_dtype"))),
+        dtype=_norm_dtype(
+            _pick(cfg, "torch_dtype", "dtype", default=raw.get("torch_dtype")), _where(name)
+        ),
         max_position_embeddings=int(
             _pick(
                 cfg, "max_position_embeddings", "n_positions", "max_sequence_length", default=4096
@@ -440,6 +556,8 @@ def spec_from_config(raw: dict[str, Any], name: str = "model") -> ModelSpec:
         quantization=dict(quant),
         vision=_vision_tower(raw),
     )
+    _check_semantics(spec, cfg, _where(name))
+    return spec
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
