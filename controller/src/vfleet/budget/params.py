@@ -36,6 +36,20 @@ class Layout:
     enable_expert_parallel: bool = False
     dcp: int = 1
 
+    @property
+    def label(self) -> str:
+        """The layout as people and the plan write it, e.g. 'TP2 DP4 EP'."""
+        text = f"TP{self.tp}"
+        if self.pp > 1:
+            text += f" PP{self.pp}"
+        if self.dp > 1:
+            text += f" DP{self.dp}"
+        if self.enable_expert_parallel:
+            text += " EP"
+        if self.dcp > 1:
+            text += f" DCP{self.dcp}"
+        return text
+
 
 def pp_partition(num_layers: int, pp: int) -> list[int]:
     """Layers per pipeline stage exactly as vLLM's get_pp_indices splits them.

@@ -18,6 +18,7 @@ from vfleet.deploy.context import Context, inventory_docs
 from vfleet.errors import UserError
 from vfleet.health import gate
 from vfleet.health.gate import HostVerdict
+from vfleet.inputs.files import read_text
 from vfleet.plan.cluster import ClusterSpec
 from vfleet.plan.make import PlanRequest, PlanResult, make_plan
 from vfleet.plan.search import Pinned
@@ -201,9 +202,9 @@ def loadtest_results(report_dir: Path) -> list[dict[str, Any]]:
     """The load test's `vllm bench serve --save-result` files, one per endpoint."""
     results = []
     for path in sorted((report_dir / "loadtest").glob("**/*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError:
+        try:  # files fetched from the hosts: a broken or odd one is skipped, not trusted
+            data = json.loads(read_text(path, "load-test result"))
+        except (UserError, json.JSONDecodeError, RecursionError):
             continue
         if isinstance(data, dict) and "completed" in data and not ledger.is_sweep_result(path):
             data.setdefault("endpoint", path.stem)

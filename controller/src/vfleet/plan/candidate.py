@@ -26,13 +26,4 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        text = f"TP{self.tp}"
-        if self.pp > 1:
-            text += f" PP{self.pp}"
-        if self.dp > 1:
-            text += f" DP{self.dp}"
-        if self.ep:
-            text += " EP"
-        if self.dcp > 1:
-            text += f" DCP{self.dcp}"
-        return text
+        return self.layout().label

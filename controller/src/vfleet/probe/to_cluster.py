@@ -317,7 +317,9 @@ def load_facts_dir(path: Path) -> list[dict[str, Any]]:
     name order), each read and checked by `load_facts_file`. Read the directory once and pass
     the list both to `cluster_from_facts` and to per-host checks (probe_failed, GPU counts),
     so they judge the same files."""
-    files = sorted(p for p in path.glob("*.json") if p.is_file())
+    # Everything but folders is read, so a pipe or a dangling link is refused by name
+    # rather than skipped without a word.
+    files = sorted(p for p in path.glob("*.json") if not p.is_dir())
     if not files:
         raise UserError(
             f"no probe facts (*.json) in {path}: run the topology probe (ansible role "

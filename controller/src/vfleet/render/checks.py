@@ -16,6 +16,12 @@ from vfleet.render.types import Placement
 
 def check_plan_matches_cluster(plan: dict[str, Any], cluster: ClusterSpec) -> None:
     nodes = {n.name: n for n in cluster.nodes}
+    gpus = {n.gpu.name for n in cluster.nodes}
+    if plan.get("gpu") and plan["gpu"] not in gpus:
+        raise UserError(
+            f"plan is for {plan['gpu']} but the cluster has {', '.join(sorted(gpus))}: "
+            "re-plan against this cluster"
+        )
     for host in plan.get("hosts") or []:
         name = host.get("host")
         if name not in nodes:

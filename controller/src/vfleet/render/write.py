@@ -4,8 +4,9 @@ The files go into a fresh directory next to `--out` (same filesystem), which the
 its place: the old one is renamed aside, the new one renamed in, the old one removed. A
 failure at any point before the swap leaves the previous render whole; after it, no engine
 directory of an earlier render survives. Every target is checked to lie inside the new
-directory before the first byte is written, and a `--out` holding files that no render
-wrote is refused rather than replaced (the swap would delete them).
+directory before the first byte is written, a `--out` holding files that no render wrote
+is refused rather than replaced (the swap would delete them), and so is a `--out` that is
+or lies under a symbolic link (the swap would replace what it points at).
 """
 
 from __future__ import annotations
@@ -30,8 +31,32 @@ def mode_of(rel: str) -> int:
     return 0o755 if rel.endswith(".sh") else 0o644
 
 
+def _symlink_on_the_way(out: Path) -> Path | None:
+    """The first symbolic link among `out` and the folders above it, as written."""
+    path = Path(os.path.abspath(out))
+    for part in (*reversed(path.parents), path):
+        if part.is_symlink():
+            return part
+    return None
+
+
 def check_out(out: Path) -> Path:
-    """The resolved `--out`, or a UserError if it cannot be a render's directory."""
+    """The resolved `--out`, or a UserError if it cannot be a render's directory.
+
+    A link on the way is refused: a render replaces the whole directory, and a `--out`
+    that is (or lies under) a link to /etc would replace what the link points at. Passing
+    the resolved path is how a user says they mean it."""
+    link = _symlink_on_the_way(out)
+    if link is not None:
+        shown = (
+            "is a symbolic link"
+            if link == Path(os.path.abspath(out))
+            else (f"lies under the symbolic link {link}")
+        )
+        raise UserError(
+            f"--out {out} {shown}: pass the resolved path {out.resolve()} if that is "
+            "where the render should go"
+        )
     real = out.resolve()
     for parent in (real, *real.parents):
         if parent.exists() or parent.is_symlink():

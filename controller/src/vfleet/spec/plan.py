@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
+from vfleet.budget.params import Layout
 from vfleet.errors import UserError
 from vfleet.inputs.base import StrictModel
 from vfleet.inputs.files import load_json
@@ -29,12 +30,27 @@ SPECULATIVE_METHODS = ("mtp", "eagle", "eagle3", "ngram")
 _VERSION = re.compile(r"[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}(?:[.+-][0-9A-Za-z.+-]{0,40})?")
 MAX_PARALLEL = 1024
 MAX_HOSTS = 4096
+# What the planner writes for the model (a Hugging Face id or a folder), the GPU (a catalog
+# name) and the model type: anything else in those fields is a hand edit, refused rather
+# than carried into launch scripts and reports.
+_MODEL = re.compile(r"[A-Za-z0-9_./~+@=:][A-Za-z0-9_./~+@=:-]{0,4095}")
+_GPU = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._()+-]{0,63}")
+_MODEL_TYPE = re.compile(r"[A-Za-z0-9_.-]{0,200}")
 
 
 def check_version(value: str) -> str:
     if not _VERSION.fullmatch(value):
         raise ValueError("must be a vLLM release written X.Y.Z (e.g. 0.11.1)")
     return value
+
+
+def _matching(pattern: re.Pattern[str], what: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"must be {what}")
+        return value
+
+    return AfterValidator(check)
 
 
 def _block_size(value: int) -> int:
@@ -115,11 +131,17 @@ Loose = dict[str, Any]
 class Plan(StrictModel):
     """A plan as `vfleet render` reads it (`vfleet plan --out FILE`)."""
 
-    model: Annotated[str, Field(min_length=1, max_length=4096)]
+    model: Annotated[
+        str,
+        Field(min_length=1, max_length=4096),
+        _matching(_MODEL, "a model id or folder: letters, digits and _ . / ~ + @ = : -"),
+    ]
     """the model id or folder (e.g. meta-llama/Llama-3.1-8B-Instruct)"""
     vllm_version: Version
     """the vLLM release as X.Y.Z (e.g. 0.11.1)"""
-    model_type: Annotated[str, Field(max_length=200)] = ""
+    model_type: Annotated[
+        str, Field(max_length=200), _matching(_MODEL_TYPE, "letters, digits, _ . and -")
+    ] = ""
     """the model's config.json model_type (e.g. llama)"""
     tensor_parallel_size: Parallel
     """GPUs per pipeline stage, 1 to 1024 (e.g. 8)"""
@@ -151,7 +173,7 @@ class Plan(StrictModel):
     """the hosts and the ranks each GPU runs, 1 to 4096 hosts"""
 
     # Written by the planner for people and the report; render does not read them.
-    gpu: str | None = None
+    gpu: Annotated[str, _matching(_GPU, "a GPU name as `vfleet gpus` lists it")] | None = None
     """the GPU the plan is for (e.g. H100-SXM-80GB)"""
     nodes: Annotated[int, Field(ge=1, le=MAX_HOSTS)] | None = None
     """the cluster's node count (e.g. 2)"""
@@ -159,7 +181,7 @@ class Plan(StrictModel):
     """GPUs per node (e.g. 8)"""
     workload: Loose | None = None
     """the workload the plan was made for"""
-    layout: str | None = None
+    layout: Annotated[str, Field(max_length=200)] | None = None
     """the chosen layout's label (e.g. TP8)"""
     replicas: Annotated[int, Field(ge=1)] | None = None
     """engine replicas (e.g. 2)"""
@@ -183,6 +205,30 @@ class Plan(StrictModel):
     """the hosts with a degraded link and whether engines that span nodes use them"""
     overrides: Loose | None = None
     """the group_vars values the plan was made around (vfleet_plan_overrides)"""
+
+    @model_validator(mode="after")
+    def _label_and_replicas_match_the_ranks(self) -> Plan:
+        """The layout label and replica count are what people read; they must say what the
+        ranks below them do (a plan claiming 100 replicas on 8 GPUs is a hand edit)."""
+        layout = Layout(
+            tp=self.tensor_parallel_size,
+            pp=self.pipeline_parallel_size,
+            dp=self.data_parallel_size,
+            enable_expert_parallel=self.enable_expert_parallel,
+            dcp=self.decode_context_parallel_size,
+        )
+        if self.layout is not None and " ".join(self.layout.split()) != layout.label:
+            raise ValueError(
+                f"layout {self.layout[:60]!r} does not match the sizes it sits beside "
+                f"({layout.label}): re-run `vfleet plan --out`"
+            )
+        engines = {engine for host in self.hosts for engine in host.engines}
+        if self.replicas is not None and self.replicas != len(engines):
+            raise ValueError(
+                f"replicas is {self.replicas} but the hosts run {len(engines)} engine(s): "
+                "re-run `vfleet plan --out`"
+            )
+        return self
 
     @field_validator("max_num_batched_tokens")
     @classmethod
