@@ -113,8 +113,8 @@ known-hosts: setup ## Record the SSH host keys of ENV's hosts (staging/prod) and
 deploy: $(if $(filter local,$(ENV)),system-packages) setup $(if $(filter local,$(ENV)),engine testbed-image) ## The whole rollout (ENV=local|staging|prod)
 	$(VFLEET) deploy --env $(ENV)
 
-destroy: setup ## Remove everything `make deploy` made (ENV=...)
-	$(VFLEET) destroy --env $(ENV)
+destroy: setup ## Remove the hosts and what `make deploy` made; the ledger and reports stay unless PURGE=1 (ENV=...)
+	$(VFLEET) destroy --env $(ENV)$(if $(filter 1,$(PURGE)), --purge)
 
 plan: setup ## Plan and render from the probed facts; changes nothing on the hosts (ENV=...)
 	$(VFLEET) plan-env --env $(ENV)

@@ -3,7 +3,7 @@
 `make deploy` runs once; test_deploy.py runs first (its redeploy must find nothing to change
 but the upgrade it makes), then the other files in name order (each fault test in
 test_deploy_faults.py leaves the deployment healthy again), and test_destroy.py last (it
-removes it all). `make destroy` runs again after them, whatever happened.
+removes it all). `make destroy PURGE=1` runs again after them, whatever happened.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from .deployment import make, require_root_and_nspawn
 @pytest.fixture(scope="package")
 def deployed() -> Iterator[subprocess.CompletedProcess[str]]:
     require_root_and_nspawn()
-    make("destroy")  # a clean start, whatever an earlier run left
+    make("destroy", "PURGE=1")  # a clean start, whatever an earlier run left
     first = make("deploy")
     yield first
-    make("destroy")
+    make("destroy", "PURGE=1")
 
 
 def _rank(item: pytest.Item) -> int:

@@ -1,5 +1,6 @@
 """`make destroy` after the deploy tests and the fault tests (this file's name sorts after
-theirs): it must leave no test host, namespace or artifact behind. Only the local default's
+theirs): it must leave no test host, namespace or artifact behind but the environment's
+history (the ledger and the reports), which `make destroy PURGE=1` then removes. Only the local default's
 testbed is checked: molecule's scenarios run their own testbeds beside this tier."""
 
 from __future__ import annotations
@@ -14,10 +15,14 @@ from .deployment import ARTIFACTS, REPO, TESTBED, make
 pytestmark = pytest.mark.testbed
 
 
-def test_destroy_leaves_nothing(deployed):
+def test_destroy_leaves_nothing_but_the_history(deployed):
     assert deployed.returncode == 0
     out = make("destroy")
     assert out.returncode == 0, out.stdout[-2000:]
+    assert sorted(p.name for p in ARTIFACTS.iterdir()) == ["ledger.jsonl", "report"]
+    assert (ARTIFACTS / "ledger.jsonl").stat().st_size > 0
+    purged = make("destroy", "PURGE=1")
+    assert purged.returncode == 0, purged.stdout[-2000:]
     status = subprocess.run(
         [str(REPO / ".venv" / "bin" / "testbed"), "status", "--name", TESTBED, "--json"],
         capture_output=True,

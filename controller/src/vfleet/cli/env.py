@@ -62,10 +62,19 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     )
 
 
+def add_destroy_args(parser: argparse.ArgumentParser) -> None:
+    add_env_args(parser)
+    parser.add_argument(
+        "--purge",
+        action="store_true",
+        help="also remove the ledger and the reports (kept by default: they are history)",
+    )
+
+
 def cmd_destroy(args: argparse.Namespace) -> int:
     from vfleet.deploy import pipeline
 
-    return pipeline.destroy(args.env, args.root)
+    return pipeline.destroy(args.env, args.root, purge=args.purge)
 
 
 def cmd_probe(args: argparse.Namespace) -> int:

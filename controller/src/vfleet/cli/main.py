@@ -49,7 +49,7 @@ TABLE: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Command]
         doctor.run,
     ),
     ("deploy", "the whole rollout for an environment", env.add_deploy_args, env.cmd_deploy),
-    ("destroy", "remove everything a deploy made", env.add_env_args, env.cmd_destroy),
+    ("destroy", "remove the hosts and what a deploy made", env.add_destroy_args, env.cmd_destroy),
     ("probe", "provision, install and probe only", env.add_env_args, env.cmd_probe),
     (
         "plan-env",

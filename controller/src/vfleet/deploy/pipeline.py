@@ -39,6 +39,7 @@ class Run:
     command: str
     allow_partial: bool = False
     allow_degraded: bool = False
+    purge: bool = False
     probed: flow.Probed | None = None
     planned: PlanResult | None = None
     rendered: Rendered | None = None
@@ -131,11 +132,33 @@ def _teardown(run: Run) -> None:
     playbook(run.ctx, "stop and remove the engines", "teardown.yml")
 
 
+# The environment's measured history, kept by destroy: the ledger is what `vfleet calibrate`
+# fits on and the reports are what operators compare a new deployment with.
+HISTORY = ("ledger.jsonl", "report")
+
+
 def _forget(run: Run) -> None:
-    shutil.rmtree(run.ctx.artifacts, ignore_errors=True)
+    artifacts, env = run.ctx.artifacts, run.ctx.env
+    kept = [] if run.purge else [n for n in HISTORY if (artifacts / n).exists()]
+    if not kept:
+        shutil.rmtree(artifacts, ignore_errors=True)
+    else:
+        for entry in artifacts.iterdir():
+            if entry.name in kept:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
     if run.local and run.ctx.api_key_file:
         run.ctx.api_key_file.unlink(missing_ok=True)  # made by the first deploy; disposable
-    print(f"destroyed {run.ctx.env}: hosts, inventory and artifacts/{run.ctx.env} removed")
+    if kept:
+        print(
+            f"destroyed {env}: hosts and inventory removed; kept the history in "
+            f"artifacts/{env} ({', '.join(kept)}); `make destroy ENV={env} PURGE=1` removes it"
+        )
+    else:
+        print(f"destroyed {env}: hosts, inventory and artifacts/{env} removed")
 
 
 def _sweep(run: Run) -> None:
@@ -258,8 +281,9 @@ def deploy(
     return run_journey(Run(load_context(env, root), command, allow_partial, allow_degraded))
 
 
-def destroy(env: str, root: Path | str | None = None) -> int:
-    return run_journey(Run(load_context(env, root), "destroy"))
+def destroy(env: str, root: Path | str | None = None, purge: bool = False) -> int:
+    """Remove the hosts and what deploys made; the ledger and reports stay unless `purge`."""
+    return run_journey(Run(load_context(env, root), "destroy", purge=purge))
 
 
 def restart(env: str, root: Path | str | None = None) -> int:
