@@ -18,8 +18,9 @@ from vfleet.budget.params import (
     stage_layers,
 )
 from vfleet.budget.quant import weight_format
+from vfleet.catalog.config_checks import DTYPE_BYTES
 from vfleet.catalog.gpus import Gpu
-from vfleet.catalog.modelspec import DTYPE_BYTES, ModelSpec
+from vfleet.catalog.modelspec import ModelSpec
 from vfleet.catalog.releases import VersionTraits, batch_defaults
 from vfleet.errors import UserError
 

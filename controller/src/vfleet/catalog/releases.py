@@ -15,17 +15,23 @@ OLDEST_SUPPORTED = (0, 5, 0)  # V0-era logs and benchmarks still parse; 0.8+ is 
 NEWEST_KNOWN = (0, 33, 0)
 DEFAULT_VERSION = "0.33.0"
 
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+# A release as vLLM and pip write it: 0.19.1, v0.10.1.1, 0.11 or 0.8.5.post1, 0.32.0+cpu,
+# 0.11.1rc2.dev45+g1a2b3c. ASCII digits only, nothing around it (no space, no newline).
+_VERSION_RE = re.compile(
+    r"v?([0-9]{1,4})\.([0-9]{1,4})(?:\.([0-9]{1,4}))?(?:\.[0-9]{1,4})?"
+    r"(?:(?:[.+-]?[A-Za-z]|[+-][0-9])[0-9A-Za-z.+_-]{0,40})?"
+)
 
 
 def parse_version(text: str | None) -> tuple[int, int, int]:
     """Parse '0.19.0', 'v0.10.1.1', '0.32.0+cpu' or '0.11' into a comparable triple."""
     if text is None or text == "":
         text = DEFAULT_VERSION
-    match = _VERSION_RE.match(str(text).strip())
+    match = _VERSION_RE.fullmatch(str(text))
     if not match:
+        shown = repr(str(text)[:40]) + ("..." if len(str(text)) > 40 else "")
         raise UserError(
-            f"vLLM version {text!r} is not a version number: pass it like --vllm-version 0.19.1"
+            f"vLLM version {shown} is not a version number: pass it like --vllm-version 0.19.1"
         )
     major, minor, patch = (int(g) if g else 0 for g in match.groups())
     triple = (major, minor, patch)

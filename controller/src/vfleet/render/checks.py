@@ -16,10 +16,10 @@ from vfleet.render.types import Placement
 
 def check_plan_matches_cluster(plan: dict[str, Any], cluster: ClusterSpec) -> None:
     nodes = {n.name: n for n in cluster.nodes}
-    gpus = {n.gpu.name for n in cluster.nodes}
-    if plan.get("gpu") and plan["gpu"] not in gpus:
+    gpu_names = {n.gpu.name for n in cluster.nodes}
+    if plan.get("gpu") and plan["gpu"] not in gpu_names:
         raise UserError(
-            f"plan is for {plan['gpu']} but the cluster has {', '.join(sorted(gpus))}: "
+            f"plan is for {plan['gpu']} but the cluster has {', '.join(sorted(gpu_names))}: "
             "re-plan against this cluster"
         )
     for host in plan.get("hosts") or []:
