@@ -1,7 +1,8 @@
 """`make destroy` after the deploy tests and the fault tests (this file's name sorts after
 theirs): it must leave no test host, namespace or artifact behind but the environment's
-history (the ledger and the reports), which `make destroy PURGE=1` then removes. Only the local default's
-testbed is checked: molecule's scenarios run their own testbeds beside this tier."""
+history (the ledger and the reports), which `make destroy PURGE=1` then removes. Only the
+local default's testbed is checked: molecule's scenarios run their own testbeds beside this
+tier."""
 
 from __future__ import annotations
 

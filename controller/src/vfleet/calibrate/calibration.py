@@ -12,15 +12,31 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import statistics
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from vfleet.calibrate.fitting import Point, keys_for, predict_all, refit, value
-from vfleet.calibrate.points import Usable
+from pydantic import AfterValidator, Field, ValidationError, model_validator
+
+from vfleet.calibrate.fitting import BOUNDS, Point, keys_for, predict_all, refit, value
+from vfleet.calibrate.points import (
+    Amount,
+    Env,
+    Name,
+    OperatingPoint,
+    TokPerS,
+    Usable,
+    first_problem,
+)
+from vfleet.catalog.gpus import catalog
 from vfleet.errors import UserError
-from vfleet.perf.params import Fit, load_fit
+from vfleet.inputs.base import StrictModel
+from vfleet.inputs.files import load_json
+from vfleet.perf.params import ENGINE_GENERATIONS, Efficiency, Fit, Overheads, load_fit
+from vfleet.spec.flags import MAX_PARALLEL
 
 SCHEMA = "vfleet.calibration/1"
 MIN_POINTS = 3
@@ -132,6 +148,9 @@ def _median_abs(errors: Sequence[float]) -> float:
 
 
 def write(doc: dict[str, Any], path: Path) -> None:
+    """Write the document whole (a temporary file renamed over the old one), after checking
+    it is one `load` takes: a fit vfleet would refuse to read is never written."""
+    CalibrationDoc.model_validate(doc)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     tmp.replace(path)
@@ -139,21 +158,176 @@ def write(doc: dict[str, Any], path: Path) -> None:
 
 def load(path: Path) -> tuple[Fit, str]:
     """The bundled fit with a calibration laid over it, and the line that says so."""
-    line = summary(path)
-    return load_fit(path), line
+    doc = read(path)
+    return load_fit(doc.fit.to_fit(str(path))), summary(doc)
 
 
-def summary(path: Path) -> str:
-    """One line for `plan`, `plan-env` and `estimate` to say which calibration they use."""
+def read(path: Path) -> CalibrationDoc:
+    """A calibration file, every value checked against what the estimator can use."""
+    data = load_json(path, "calibration").data
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise UserError(
+            f"{path}: not a vfleet calibration (schema {SCHEMA}): pass the calibration.json "
+            "`vfleet calibrate` wrote, or re-run it"
+        )
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: cannot read the calibration ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise UserError(f"{path}: not a vfleet calibration (schema {SCHEMA}); re-run calibrate")
-    score = doc.get("score") or {}
+        return CalibrationDoc.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(
+            f"{path}: not a valid calibration ({first_problem(exc)}): re-run "
+            "`vfleet calibrate --env ENV` or pass the file it wrote"
+        ) from None
+
+
+def summary(doc: CalibrationDoc) -> str:
+    """One line for `plan`, `plan-env` and `estimate` to say which calibration they use."""
+    score = doc.score
     return (
-        f"calibrated on {doc.get('runs')} run(s) of {doc.get('env')} at {doc.get('fitted_at')}"
-        f" (median |error| {score.get('bundled_median_abs_error', 0):.0%} bundled, "
-        f"{score.get('calibrated_median_abs_error', 0):.0%} calibrated)"
+        f"calibrated on {doc.runs} run(s) of {doc.env} at {doc.fitted_at}"
+        f" (median |error| {score.bundled_median_abs_error:.0%} bundled, "
+        f"{score.calibrated_median_abs_error:.0%} calibrated)"
     )
+
+
+# The document's models. Each value is held to what the estimator can take: the shares of a
+# datasheet peak in (0, 1], everything the fitter moves within the fitter's own bounds.
+
+
+def _within(name: str) -> Any:
+    low, high = BOUNDS[name]
+    return Field(ge=low, le=high)
+
+
+Share = Annotated[float, Field(gt=0, le=1)]
+
+
+class EfficiencyValues(StrictModel):
+    """One GPU generation's efficiencies (vfleet.perf.params.Efficiency, every field)."""
+
+    gemm: Share
+    moe_gemm: Share
+    moe_narrow_cols: float = _within("moe_narrow_cols")
+    hbm: Share
+    kv_read: Share
+    attention: Share
+    a2a: float = _within("a2a")
+    ep_imbalance: float = Field(ge=1, le=MAX_PARALLEL)
+    """The busiest rank's load over the mean: at most the number of ranks."""
+
+
+class OverheadValues(StrictModel):
+    """One engine generation's overheads (vfleet.perf.params.Overheads, every field)."""
+
+    step_s: float = _within("step_s")
+    seq_s: float = _within("seq_s")
+    request_s: float = _within("request_s")
+    eager_kernel_s: float = _within("eager_kernel_s")
+    graph_kernel_s: float = _within("graph_kernel_s")
+
+
+@cache
+def gpu_generations() -> tuple[str, ...]:
+    """The GPU generations vfleet knows: those of its GPU catalog."""
+    return tuple(sorted({gpu.arch for gpu in catalog()} - {"unknown"}))
+
+
+def _known_gpu_generation(name: str) -> str:
+    if name not in gpu_generations():
+        raise ValueError(
+            f"unknown GPU generation {name[:40]!r} (known: {', '.join(gpu_generations())})"
+        )
+    return name
+
+
+def _known_engine_generation(name: str) -> str:
+    if name not in ENGINE_GENERATIONS:
+        raise ValueError(
+            f"unknown engine generation {name[:40]!r} (known: {', '.join(ENGINE_GENERATIONS)})"
+        )
+    return name
+
+
+def _known_key(key: str) -> str:
+    """A 'efficiency/hopper/gemm'-style key naming a value the fit section holds."""
+    parts = key.split("/")
+    tables: dict[str, type[StrictModel]] = {
+        "efficiency": EfficiencyValues,
+        "overheads": OverheadValues,
+    }
+    if len(parts) != 3 or parts[0] not in tables or parts[2] not in tables[parts[0]].model_fields:
+        raise ValueError(
+            f"{key[:60]!r} is not a key like 'efficiency/hopper/gemm' or 'overheads/v1/step_s'"
+        )
+    known = _known_gpu_generation if parts[0] == "efficiency" else _known_engine_generation
+    known(parts[1])
+    return key
+
+
+GpuGeneration = Annotated[str, AfterValidator(_known_gpu_generation)]
+EngineGeneration = Annotated[str, AfterValidator(_known_engine_generation)]
+ChangedKey = Annotated[str, AfterValidator(_known_key)]
+Positive = Annotated[float, Field(gt=0)]
+
+
+class FitValues(StrictModel):
+    efficiency: dict[GpuGeneration, EfficiencyValues] = Field(min_length=1)
+    overheads: dict[EngineGeneration, OverheadValues] = Field(min_length=1)
+
+    def to_fit(self, source: str) -> Fit:
+        return Fit(
+            efficiency={k: Efficiency(**v.model_dump()) for k, v in self.efficiency.items()},
+            overheads={k: Overheads(**v.model_dump()) for k, v in self.overheads.items()},
+            source=source,
+        )
+
+    def value(self, key: str) -> float | None:
+        table, group, name = key.split("/")
+        section = self.efficiency if table == "efficiency" else self.overheads
+        held = section.get(group)
+        return float(getattr(held, name)) if held is not None else None
+
+
+class Score(StrictModel):
+    bundled_median_abs_error: Amount
+    calibrated_median_abs_error: Amount
+    held_out_median_abs_error: Amount | None
+
+
+class RunRow(StrictModel):
+    engine: Name
+    operating_point: OperatingPoint | None
+    measured_tok_s: Annotated[TokPerS, Field(gt=0)]
+    bundled_tok_s: Amount
+    calibrated_tok_s: Amount
+    held_out_tok_s: Amount | None
+
+
+def _iso_time(text: str) -> str:
+    try:
+        datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError("must be an ISO 8601 time such as 2026-01-31T12:00:00+00:00") from None
+    return text
+
+
+class CalibrationDoc(StrictModel):
+    """artifacts/<env>/calibration.json, as `calibrate` writes it; nothing else is read."""
+
+    calibration_schema: str = Field(alias="schema")  # checked to be SCHEMA before
+    env: Env
+    fitted_at: Annotated[str, Field(max_length=64), AfterValidator(_iso_time)]
+    runs: int = Field(ge=MIN_POINTS)
+    changed: dict[ChangedKey, Annotated[list[Positive], Field(min_length=2, max_length=2)]]
+    score: Score
+    runs_table: list[RunRow]
+    fit: FitValues
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CalibrationDoc:
+        if self.runs != len(self.runs_table):
+            raise ValueError(f"runs is {self.runs} but runs_table has {len(self.runs_table)}")
+        for key, (_old, new) in self.changed.items():
+            held = self.fit.value(key)
+            if held is None or not math.isclose(held, new, rel_tol=1e-9):
+                raise ValueError(f"changed[{key!r}] is not the value the fit section holds")
+        return self

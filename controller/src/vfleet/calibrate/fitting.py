@@ -140,4 +140,9 @@ def refit(
     result = least_squares(
         residuals, x0, bounds=(lo, hi), x_scale=1.0, diff_step=1e-3, max_nfev=max_evaluations
     )
-    return with_values(start, dict(zip(keys, np.exp(result.x).tolist(), strict=True)))
+    # exp(log(bound)) can land one rounding step outside the bound: a calibration must stay
+    # within what its loader accepts.
+    floor = [BOUNDS[k.split("/")[-1]][0] for k in keys]
+    ceiling = [BOUNDS[k.split("/")[-1]][1] for k in keys]
+    fitted = np.clip(np.exp(result.x), floor, ceiling)
+    return with_values(start, dict(zip(keys, fitted.tolist(), strict=True)))

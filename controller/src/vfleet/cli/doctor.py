@@ -6,11 +6,16 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Protocol
 
 from vfleet.errors import UserError
 from vfleet.spec import flags
 
 LOG_TAIL_BYTES = 32 << 20  # the start-up lines doctor looks for sit in the last restart
+# One endpoint's /metrics: a vLLM server's is tens of KiB and comes in well under a second.
+FETCH_DEADLINE_S = 15.0
+FETCH_MAX_BYTES = 16 << 20
+_CHUNK_BYTES = 64 << 10
 
 
 def add_args(doc: argparse.ArgumentParser) -> None:
@@ -62,28 +67,10 @@ def add_args(doc: argparse.ArgumentParser) -> None:
 
 
 def _fetch_metrics(endpoint: str) -> str:
-    import urllib.error
-    import urllib.request
-
     url = endpoint.rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise UserError(f"--endpoint {endpoint!r} is not a URL: write it like http://HOST:8000")
-    try:
-        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as reply:
-            # A vLLM server's /metrics is tens of KiB; cap what a wrong server can send.
-            raw: bytes = reply.read(64 << 20)
-    except urllib.error.HTTPError as exc:
-        raise UserError(
-            f"{url}/metrics answered HTTP {exc.code}: is this a vLLM API "
-            "server? point --endpoint at its base URL"
-        ) from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:  # ValueError: a bad URL
-        reason = getattr(exc, "reason", exc)
-        raise UserError(
-            f"cannot reach {url}/metrics ({reason}): check the address, the port "
-            "and that the vLLM service is running"
-        ) from None
-    text = raw.decode("utf-8", "replace")
+    text = _fetch_in_time(f"{url}/metrics").decode("utf-8", "replace")
     if not text.strip():
         raise UserError(
             f"{url}/metrics is empty: the server is not exporting metrics yet; "
@@ -92,18 +79,99 @@ def _fetch_metrics(endpoint: str) -> str:
     return text
 
 
+def _fetch_in_time(url: str) -> bytes:
+    """The body at `url`, or a UserError once FETCH_DEADLINE_S have passed. A socket timeout
+    bounds each read, not the fetch (a server sending a byte a second never trips it), and
+    nothing bounds a slow name lookup: the fetch runs in a worker thread that the caller
+    stops waiting for at the deadline; the worker ends itself at its next chunk."""
+    import threading
+    import time
+
+    deadline = time.monotonic() + FETCH_DEADLINE_S
+    outcome: list[bytes | BaseException] = []
+    worker = threading.Thread(
+        target=_fetch_into, args=(url, deadline, outcome), name=f"fetch {url}", daemon=True
+    )
+    worker.start()
+    worker.join(FETCH_DEADLINE_S)
+    if not outcome:
+        raise _too_slow(url)
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def _fetch_into(url: str, deadline: float, outcome: list[bytes | BaseException]) -> None:
+    try:
+        outcome.append(_fetch_capped(url, deadline))
+    except BaseException as exc:  # handed to the waiting thread, which raises it
+        outcome.append(exc)
+
+
+def _fetch_capped(url: str, deadline: float) -> bytes:
+    import time
+    import urllib.error
+    import urllib.request
+
+    try:
+        left = max(0.001, deadline - time.monotonic())  # 0 would mean non-blocking
+        with urllib.request.urlopen(url, timeout=left) as reply:
+            return _read_body(reply, url, deadline)
+    except urllib.error.HTTPError as exc:
+        raise UserError(
+            f"{url} answered HTTP {exc.code}: is this a vLLM API "
+            "server? point --endpoint at its base URL"
+        ) from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:  # ValueError: a bad URL
+        reason = getattr(exc, "reason", exc)
+        raise UserError(
+            f"cannot reach {url} ({reason}): check the address, the port "
+            "and that the vLLM service is running"
+        ) from None
+
+
+class _Body(Protocol):
+    def read1(self, size: int = ..., /) -> bytes: ...
+
+
+def _read_body(reply: _Body, url: str, deadline: float) -> bytes:
+    """The reply's body in chunks (read1: one socket read each, so a trickle returns),
+    refused past FETCH_MAX_BYTES or the deadline."""
+    import time
+
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := reply.read1(_CHUNK_BYTES):
+        size += len(chunk)
+        if size > FETCH_MAX_BYTES:
+            raise UserError(
+                f"{url} sent more than {FETCH_MAX_BYTES / 2**20:g} MiB, far more than a vLLM "
+                "server's metrics: point --endpoint at a vLLM API server (http://HOST:PORT)"
+            )
+        if time.monotonic() > deadline:
+            raise _too_slow(url)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_slow(url: str) -> UserError:
+    return UserError(
+        f"{url} did not finish sending in {FETCH_DEADLINE_S:g} s: check that it is a vLLM "
+        "API server and that the host and network are not overloaded, then retry"
+    )
+
+
 def _read_logs(args: argparse.Namespace) -> str:
     import subprocess
 
-    parts = []
-    for path in args.log:
-        try:
-            with path.open("rb") as f:
-                size = f.seek(0, 2)
-                f.seek(max(0, size - LOG_TAIL_BYTES))
-                parts.append(f.read().decode("utf-8", "replace"))
-        except OSError as exc:
-            raise UserError(f"cannot read log {path}: {exc.strerror or exc}") from None
+    from vfleet.inputs.files import read_bytes
+
+    # A FIFO or a device is refused before a byte is read; a big log keeps its last bytes.
+    parts = [
+        read_bytes(path, "log", max_bytes=LOG_TAIL_BYTES, tail=True).decode("utf-8", "replace")
+        for path in args.log
+    ]
     for unit in args.journal:
         try:
             out = subprocess.run(

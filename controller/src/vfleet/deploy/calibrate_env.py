@@ -81,5 +81,7 @@ def print_summary(doc: dict[str, Any], path: Path, left_out: list[str], as_json:
     print("  parameters (bundled -> calibrated):")
     for key, (old, new) in doc["changed"].items():
         print(f"    {key:34} {old:10.4g} -> {new:10.4g}")
+    if left_out:
+        print(f"  left out {len(left_out)} ledger line(s):")
     for line in left_out:
-        print(f"  left out: {line}")
+        print(f"    {line}")

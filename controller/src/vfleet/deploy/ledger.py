@@ -14,19 +14,31 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vfleet.calibrate.points import OperatingPoint
+from pydantic import ValidationError
+
+from vfleet.calibrate.points import (
+    LEDGER_SCHEMA,
+    MAX_LEDGER_BYTES,
+    MAX_NAME,
+    OperatingPoint,
+    decode_line,
+    first_problem,
+)
 from vfleet.errors import UserError
+from vfleet.inputs.files import read_bytes, read_text
 from vfleet.observe.metrics import parse
 from vfleet.plan.cluster import ClusterSpec
 from vfleet.plan.estimate import estimate
 from vfleet.plan.make import PlanResult
+from vfleet.spec.flags import MAX_REQUESTS
 
-SCHEMA = "vfleet.ledger/2"
+SCHEMA = LEDGER_SCHEMA
 # A sweep level's files: <engine>.sweep-c<concurrency>.json (and .prom), next to the main
 # run's <engine>.json (ansible/roles/loadtest/tasks/sweep_level.yml).
 SWEEP_NAME = re.compile(r"^(?P<engine>.+)\.sweep-c(?P<level>[0-9]+)$")
@@ -47,28 +59,46 @@ class Scrape:
 def recorded_metrics(page: Path, model: str) -> Scrape:
     """The /metrics page the load test saved right after the engine's run (the load host
     reaches the engines; the controller may not); a missing or unreadable page is a note."""
-    try:
-        snap = parse([page.read_text(errors="replace")], [str(page)], model_name=model)
-    except FileNotFoundError:
+    if not page.exists():
         return Scrape(None, None, None, f"no /metrics page recorded ({page.name})")
-    except (OSError, UserError) as exc:
+    try:
+        snap = parse([read_text(page, "/metrics page")], [str(page)], model_name=model)
+    except UserError as exc:
         return Scrape(None, None, None, f"/metrics not read: {exc}")
     blocks = snap.cache_config.get("num_gpu_blocks")
     size = snap.cache_config.get("block_size")
     return Scrape(
-        int(blocks) if blocks and blocks.isdigit() else None,
-        int(size) if size and size.isdigit() else None,
-        snap.values.get("preemptions"),
+        int(blocks) if blocks and blocks.isascii() and blocks.isdigit() else None,
+        int(size) if size and size.isascii() and size.isdigit() else None,
+        _number(snap.values.get("preemptions")),
     )
 
 
+def _number(value: Any) -> float | None:
+    """A finite, non-negative number from a `vllm bench serve` result or a /metrics page,
+    else None: what the ledger records of a value missing or in a form no run measures."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _count(value: Any) -> int | None:
+    number = _number(value)
+    return int(number) if number is not None and number == int(number) else None
+
+
+def _text(value: Any) -> str | None:
+    ok = isinstance(value, str) and 0 < len(value) <= MAX_NAME and value.isprintable()
+    return value if ok else None
+
+
 def _lengths(result: dict[str, Any]) -> tuple[int, int] | None:
-    done = result.get("completed") or 0
+    done = _count(result.get("completed"))
     if not done:
         return None
     return (
-        max(1, round(result.get("total_input_tokens", 0) / done)),
-        max(1, round(result.get("total_output_tokens", 0) / done)),
+        max(1, round((_number(result.get("total_input_tokens")) or 0) / done)),
+        max(1, round((_number(result.get("total_output_tokens")) or 0) / done)),
     )
 
 
@@ -88,8 +118,8 @@ def operating_point(
         dcp=c.dcp,
         input_len=lengths[0],
         output_len=lengths[1],
-        concurrency=int(result.get("max_concurrency") or 0) or None,
-        num_prompts=int(result.get("num_prompts") or result.get("completed") or 1),
+        concurrency=_count(result.get("max_concurrency")) or None,
+        num_prompts=_count(result.get("num_prompts")) or _count(result.get("completed")) or 1,
         kv_cache_dtype=doc["kv_cache_dtype"],
         max_num_seqs=doc["max_num_seqs"],
         max_num_batched_tokens=doc["max_num_batched_tokens"],
@@ -112,7 +142,11 @@ def predicted(plan: PlanResult, cluster: ClusterSpec, result: dict[str, Any]) ->
     lengths = _lengths(result)
     if lengths is None:
         return out
-    point = operating_point(plan, result, lengths)
+    try:
+        point = operating_point(plan, result, lengths)
+    except ValidationError as exc:  # past what calibrate reads back (e.g. 10**6 prompts)
+        out["note"] = f"no operating point recorded: {first_problem(exc)}"
+        return out
     out["operating_point"] = point.model_dump()
     try:
         est = estimate(point.request(cluster, plan.inputs.fit, plan.inputs.spec))
@@ -146,11 +180,11 @@ def measured(result: dict[str, Any], metrics: Scrape, before: float | None) -> d
         else None,
         "preemptions": grew,
         "preemptions_total": metrics.preemptions,
-        "completed": result.get("completed"),
-        "output_tokens_per_s": result.get("output_throughput"),
-        "ttft_ms_median": result.get("median_ttft_ms"),
-        "tpot_ms_median": result.get("median_tpot_ms"),
-        "tpot_ms_p99": result.get("p99_tpot_ms"),
+        "completed": _count(result.get("completed")),
+        "output_tokens_per_s": _number(result.get("output_throughput")),
+        "ttft_ms_median": _number(result.get("median_ttft_ms")),
+        "tpot_ms_median": _number(result.get("median_tpot_ms")),
+        "tpot_ms_p99": _number(result.get("p99_tpot_ms")),
     }
 
 
@@ -189,11 +223,10 @@ def entries(
                     "schema": SCHEMA,
                     "env": env,
                     "at": at,
-                    "run": (one.result.get("metadata") or {}).get("vfleet_run_id")
-                    or one.result.get("vfleet_run_id"),
+                    "run": _run_id(one.result),
                     "engine": ep["engine"],
                     "sweep_level": one.sweep_level,
-                    "measured_at": one.result.get("date"),
+                    "measured_at": _text(one.result.get("date")),
                     "model": plan.document["model"],
                     "gpu": plan.document["gpu"],
                     "vllm_version": plan.document["vllm_version"],
@@ -211,6 +244,12 @@ def entries(
     return out
 
 
+def _run_id(result: dict[str, Any]) -> str | None:
+    metadata = result.get("metadata")
+    found = metadata.get("vfleet_run_id") if isinstance(metadata, dict) else None
+    return _text(found) or _text(result.get("vfleet_run_id"))
+
+
 def _measurement(entry: dict[str, Any]) -> tuple[Any, ...] | None:
     """What names one run of one engine: `vllm bench serve`'s own start time with the run,
     engine and level. None where the result carried no time (it is then always added)."""
@@ -226,14 +265,16 @@ def append(path: Path, new: list[dict[str, Any]]) -> None:
     (the role does not rerun a run id it has results for) reads the same runs, and
     calibration would count them twice."""
     seen = set()
-    if path.is_file():
-        for text in path.read_text(errors="replace").splitlines():
+    if path.exists():  # a special file is refused here, before the append could block on it
+        # The newest lines are the ones a rerun repeats: past the cap only they are read.
+        raw = read_bytes(path, "ledger", max_bytes=MAX_LEDGER_BYTES, tail=True)
+        for number, chunk in enumerate(raw.split(b"\n"), 1):
             try:
-                key = _measurement(json.loads(text))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                continue
-            if key is not None:
-                seen.add(key)
+                key = _measurement(decode_line(chunk, f"{path}:{number}"))
+                if key is not None:
+                    seen.add(key)
+            except (UserError, KeyError, TypeError, AttributeError):
+                continue  # a line calibrate will name; here it only cannot be a duplicate
     with path.open("a") as out:
         for entry in new:
             if _measurement(entry) not in seen:  # None (no time recorded) is never seen
@@ -252,14 +293,16 @@ def runs_in(run: Path) -> list[Run]:
     found = []
     for path in sorted(run.glob("*.json")):
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            data = json.loads(read_text(path, "load test result"))
+        except (UserError, ValueError, RecursionError):
             continue
         if not isinstance(data, dict) or "completed" not in data:
             continue
         match = SWEEP_NAME.match(path.stem)
         engine = match["engine"] if match else path.stem
         level = int(match["level"]) if match else None
+        if level is not None and not 1 <= level <= MAX_REQUESTS:
+            continue  # no concurrency a load test runs at (nor one the ledger records)
         found.append(Run(engine, data, path.with_suffix(".prom"), level))
     return sorted(found, key=lambda r: (r.engine, r.sweep_level is not None, r.sweep_level or 0))
 

@@ -11,8 +11,10 @@ Series with several engines (label engine="0", "1", ...) are summed (counters, g
 requests) or averaged (usage), and histograms are merged bucket by bucket.
 
 The text is read by prometheus_client's parser; a text it refuses is one error naming the
-endpoint and the line. vLLM labels its series with the served model (`model_name`), and one
-scrape can hold several models: summed, one model's load would steer another's diagnosis, so
+endpoint and the line, and so is a text of more than MAX_SAMPLES samples, refused before the
+parser has built them all (a wrong server's page of 10^6 series would take minutes).
+vLLM labels its series with the served model (`model_name`), and one scrape can hold several
+models: summed, one model's load would steer another's diagnosis, so
 `parse` reads the one it is given and refuses to guess between several. Series without the
 label (process_*, vllm:cache_config_info) always count.
 
@@ -23,11 +25,14 @@ exporter shows in the report instead of steering the diagnosis.
 
 from __future__ import annotations
 
+import io
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.parser import text_fd_to_metric_families, text_string_to_metric_families
 
 from vfleet.errors import UserError
 
@@ -94,6 +99,12 @@ class Snapshot:
 
 Row = tuple[str, dict[str, str], float]  # sample name, labels, value
 
+# A vLLM server exports a few thousand samples; parsing takes ~14 us a sample, so the cap
+# bounds a wrong server's page to seconds. Lines of any kind (HELP, TYPE, comments) are capped
+# too: a page of nothing but family headers costs as much.
+MAX_SAMPLES = 200_000
+LINES_PER_SAMPLE = 4
+
 # What prometheus_client's parser raises on text it refuses (IndexError on some label soup).
 _REFUSED = (ValueError, IndexError)
 
@@ -105,7 +116,7 @@ def _one_line(message: object, limit: int = 80) -> str:
 def _refusal(text: str, exc: Exception) -> str:
     """Where and why the parser refused `text`. It names no line itself, but every rule it
     enforces is about one line, so the first line it refuses on its own is the culprit."""
-    for number, line in enumerate(text.split("\n"), 1):
+    for number, line in enumerate(io.StringIO(text), 1):  # the lines the parser read
         try:
             for _ in text_string_to_metric_families(line):
                 pass
@@ -115,12 +126,29 @@ def _refusal(text: str, exc: Exception) -> str:
     return f"not Prometheus text ({_one_line(exc) or type(exc).__name__})"
 
 
+def _capped_lines(text: str, where: str) -> Iterator[str]:
+    """The lines of `text` as the parser reads them, refused once past MAX_SAMPLES sample
+    lines (or LINES_PER_SAMPLE times as many lines), before the parser builds them all."""
+    samples = 0
+    for number, line in enumerate(io.StringIO(text), 1):
+        if line.lstrip()[:1] not in ("", "#"):
+            samples += 1
+        if samples > MAX_SAMPLES or number > MAX_SAMPLES * LINES_PER_SAMPLE:
+            raise UserError(
+                f"{where}/metrics has more than {MAX_SAMPLES:,} samples (or "
+                f"{MAX_SAMPLES * LINES_PER_SAMPLE:,} lines), far more than a vLLM server "
+                "exports: point --endpoint at a vLLM API server (http://HOST:PORT)"
+            )
+        yield line
+
+
 def _read(text: str, where: str) -> list[Row]:
     """Every sample of one /metrics text, in the order the text has them."""
+    lines: Any = _capped_lines(text, where)  # the parser only iterates over its "file"
     try:
         return [
             (sample.name, sample.labels, float(sample.value))
-            for family in text_string_to_metric_families(text)
+            for family in text_fd_to_metric_families(lines)
             for sample in family.samples
         ]
     except _REFUSED as exc:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields, replace
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from vfleet.catalog.releases import parse_version
@@ -189,20 +188,16 @@ def with_measured(fit: Fit) -> Fit:
     return Fit(efficiency=eff, overheads=fit.overheads, source=fit.source)
 
 
-def load_fit(calibration: Path | None = None) -> Fit:
-    """The bundled fit, with a cluster calibration's values laid over it when given."""
+def load_fit(calibration: Fit | None = None) -> Fit:
+    """The bundled fit, with a cluster calibration's values laid over it when given (read
+    and checked by vfleet.calibrate.calibration.load, the only reader of such a file)."""
     base = default_fit()
     if calibration is None:
         return base
-    try:
-        raw = json.loads(calibration.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{calibration}: cannot read the calibration ({exc})") from None
-    cal = fit_from_dict(raw.get("fit", raw), str(calibration))
     return Fit(
-        efficiency={**base.efficiency, **cal.efficiency},
-        overheads={**base.overheads, **cal.overheads},
-        source=str(calibration),
+        efficiency={**base.efficiency, **calibration.efficiency},
+        overheads={**base.overheads, **calibration.overheads},
+        source=calibration.source,
     )
 
 

@@ -30,6 +30,11 @@ MAX_PARALLEL = 1024  # per parallel dimension
 MAX_REQUESTS = 200_000
 MAX_SWEEP_POINTS = 200
 MAX_WATCH_S = 3600.0
+# The replay's work: decoded tokens over a run (estimate's cap, and calibrate's per ledger
+# run) and prefill chunks (calibrate's), so a large but valid product of counts cannot run
+# for hours.
+MAX_REPLAY_TOKENS = 10_000_000
+MAX_PREFILL_STEPS = 1_000_000
 ENVS = ("local", "staging", "prod")
 
 _INT = re.compile(r"[+-]?[0-9]{1,30}")
