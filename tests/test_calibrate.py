@@ -18,7 +18,7 @@ from support.perfcases import load_cases
 from test_deploy_flow import _context as deploy_context
 from test_facts import H100, raw_probe, with_bandwidth, write_dir
 
-from vfleet.calibrate import calibration
+from vfleet.calibrate import calibration, points
 from vfleet.calibrate.points import OperatingPoint, fitting_points, read_ledger
 from vfleet.deploy import calibrate_env, flow
 from vfleet.deploy.ledger import STAND_IN
@@ -211,3 +211,18 @@ def test_runs_on_another_gpu_are_left_out(tmp_path, runs):
     found = fitting_points(read_ledger(_write(ctx, lines)), cluster)
     assert len(found.usable) == len(runs) - 1
     assert "measured on H200-SXM-141GB, the cluster now has H100" in found.skipped[0][1]
+
+
+def test_the_newest_runs_are_kept_within_the_replay_budget(tmp_path, runs, monkeypatch):
+    ctx = _context(tmp_path)
+    path = _write(ctx, [_line(c) for c in runs])
+    cluster = flow.probed_cluster(ctx, "calibrate", allow_partial=False).cluster
+    whole = fitting_points(read_ledger(path), cluster)
+    assert len(whole.usable) == len(runs)
+    costs = [points._replay_cost(u.point) for u in whole.usable]
+    # Room for the two newest runs and their three fits, not for a third.
+    monkeypatch.setattr(points, "MAX_CALIBRATION_STEPS", (costs[-1] + costs[-2]) * 3)
+    bounded = fitting_points(read_ledger(path), cluster)
+    assert [u.line.line_number for u in bounded.usable] == [len(runs) - 1, len(runs)]
+    assert [line.line_number for line, _ in bounded.skipped] == list(range(1, len(runs) - 1))
+    assert all("step-replays a calibration allows" in why for _, why in bounded.skipped)

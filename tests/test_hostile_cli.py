@@ -131,6 +131,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     for name, data in BAD_FILES.items():
         (root / name).write_bytes(data)
     (root / "folder").mkdir()
+    os.mkfifo(root / "fifo")  # a named pipe with no writer: reading it would wait forever
     shutil.copy(REPO / "examples/clusters/1x8-h200.yaml", root / "cluster.yaml")
     shutil.copy(REPO / "tests/data/render/single-replicas/endpoints.json", root / "endpoints.json")
     (root / "out").mkdir()
@@ -146,7 +147,9 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.chdir(old)
 
 
-FILES = st.sampled_from([*BAD_FILES, "folder", "missing", "cluster.yaml", "plan.json"])
+FILES = st.sampled_from(
+    [*BAD_FILES, "folder", "missing", "fifo", "/dev/zero", "cluster.yaml", "plan.json"]
+)
 
 
 class Hang(BaseException):
@@ -369,8 +372,12 @@ def test_doctor(work, data):
     texts = data.draw(st.lists(metrics_text(), min_size=1, max_size=3))
     journal = data.draw(st.sampled_from(["", "non-default args: {'max_num_seqs': 0}", "\x00"]))
 
+    # Drawn up front: doctor fetches in a worker thread, where Hypothesis cannot draw.
+    refused = data.draw(st.lists(st.integers(0, 9), min_size=1, max_size=8), label="refused")
+    calls = iter(range(10**6))
+
     def urlopen(url, timeout=None):
-        if data.draw(st.integers(0, 9), label="unreachable") == 0:
+        if refused[next(calls) % len(refused)] == 0:
             raise urllib.error.URLError("refused")
         return _Reply(texts[len(url) % len(texts)].encode("utf-8", "surrogateescape"))
 

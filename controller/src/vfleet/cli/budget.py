@@ -10,6 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any, get_args
 
 from vfleet.budget import speculative
+from vfleet.cli.estimate import check_quantization
 from vfleet.cli.from_model import add_arguments, from_namespace
 from vfleet.errors import UserError
 from vfleet.spec import flags
@@ -17,6 +18,7 @@ from vfleet.spec.requests import MAX_SPECULATIVE_TOKENS, BudgetFlags, Speculativ
 
 if TYPE_CHECKING:
     from vfleet.budget.compute import Budget, BudgetRequest
+    from vfleet.catalog.modelspec import ModelSpec
 
 # spec.requests spells the methods out for its Literal: they must stay the budget's own.
 assert get_args(SpeculativeMethod) == speculative.METHODS
@@ -39,6 +41,8 @@ def _request(a: BudgetFlags) -> BudgetRequest:
         gpu = gpu.with_memory_gib(a.gpu_memory_gib)
     spec = load_model(a.model)
     flags.check_scheduler(argparse.Namespace(**a.model_dump()), spec)
+    quantization = check_quantization(spec, a.quantization)
+    _check_mean_context(a, spec)
     return BudgetRequest(
         spec=spec,
         gpu=gpu,
@@ -52,7 +56,7 @@ def _request(a: BudgetFlags) -> BudgetRequest:
         max_num_seqs=a.max_num_seqs,
         kv_cache_dtype=a.kv_cache_dtype,
         dtype=a.dtype,
-        quantization=a.quantization,
+        quantization=quantization,
         block_size=a.block_size,
         enforce_eager=a.enforce_eager,
         kv_cache_memory_bytes=a.kv_cache_memory_bytes,
@@ -62,6 +66,21 @@ def _request(a: BudgetFlags) -> BudgetRequest:
             a.speculative_method, a.num_speculative_tokens, a.draft_model, spec
         ),
     )
+
+
+def _check_mean_context(a: BudgetFlags, spec: ModelSpec) -> None:
+    """A request holds at most max-model-len tokens, so its mean cannot be more."""
+    longest = a.max_model_len or spec.max_position_embeddings
+    if a.mean_context_len and a.mean_context_len > longest:
+        bound = (
+            f"--max-model-len {longest}"
+            if a.max_model_len
+            else f"{spec.name}'s context window of {longest} tokens (the default --max-model-len)"
+        )
+        raise UserError(
+            f"--mean-context-len {a.mean_context_len} is above {bound}: lower "
+            "--mean-context-len or raise --max-model-len"
+        )
 
 
 def _does_not_fit(req: BudgetRequest, budget: Budget) -> UserError:

@@ -5,20 +5,33 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
 from vfleet.budget import speculative
 from vfleet.errors import UserError
 from vfleet.spec import flags
+from vfleet.spec.flags import MAX_REPLAY_TOKENS
 
 if TYPE_CHECKING:
+    from vfleet.budget.compute import Budget
     from vfleet.catalog.modelspec import ModelSpec
+    from vfleet.catalog.releases import VersionTraits
+    from vfleet.plan.estimate import EstimateRequest
 
 _TOKENS = flags.count(1, flags.MAX_TOKENS, "a token count")
 _REQUESTS = flags.count(1, flags.MAX_REQUESTS)
-MAX_REPLAY_TOKENS = 10_000_000  # ~20 s of replay on one core
-MAX_PREFILL_STEPS = 1_000_000
+# The replay's work is bounded so the worst accepted estimate ends in a few seconds on one
+# core: decoded tokens over the run (MAX_REPLAY_TOKENS, ~0.2 us each) and the scheduler
+# steps of one engine's replay (~3 us each; ~35 us with a request rate, where each step is
+# costed as it runs).
+MAX_REPLAY_STEPS = 1_000_000
+MAX_TIMED_STEPS = 100_000
+# Runtime quantizations vLLM applies to an unquantized (16-bit) checkpoint as it loads it:
+# fp8 (dynamic FP8 weights) and bitsandbytes (in-flight 4-bit); 'none' and the 16-bit
+# names keep it as it is. Every other method needs a checkpoint saved in it.
+ONLINE_QUANTIZATIONS = ("fp8", "bitsandbytes", "none", "bf16", "fp16")
 
 EXAMPLE = (
     "example: vfleet estimate --cluster examples/clusters/1x8-h200.yaml "
@@ -87,24 +100,134 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def _check(args: argparse.Namespace, spec: ModelSpec) -> None:
     """Rules between flags (each flag's own range is its argparse type's)."""
     flags.check_scheduler(args, spec)
-    # The estimate replays every request step by step (~2 us per decoded token, ~20 us per
-    # step): bound the work, so a large but valid product of flags cannot run for hours.
-    prompts = args.num_prompts or max(10 * (args.concurrency or 100), 100)
-    decode = prompts * args.output_len
+    decode = _prompts(args) * args.output_len
     if decode > MAX_REPLAY_TOKENS:
         raise UserError(
-            f"{prompts} prompts x {args.output_len} output tokens is {decode:,} tokens to "
-            f"replay, more than the {MAX_REPLAY_TOKENS:,} an estimate takes: lower "
+            f"{_prompts(args)} prompts x {args.output_len} output tokens is {decode:,} tokens "
+            f"to replay, more than the {MAX_REPLAY_TOKENS:,} an estimate takes: lower "
             "--num-prompts (10 x --concurrency reaches steady state) or --output-len"
         )
-    steps = prompts * math.ceil(args.input_len / (args.max_num_batched_tokens or 2048))
-    if steps > MAX_PREFILL_STEPS:
+
+
+def _prompts(args: argparse.Namespace) -> int:
+    """The run's requests: vllm bench serve's ten rounds of the concurrency by default."""
+    return int(args.num_prompts or max(10 * (args.concurrency or 100), 100))
+
+
+def _check_replay(args: argparse.Namespace, req: EstimateRequest) -> None:
+    """Refuse a run whose replay would take more steps than an estimate allows, before it
+    runs: its engines, KV cache and scheduler limits are the ones the estimate will use."""
+    from vfleet.plan import shape
+    from vfleet.plan.estimate import budget_for
+
+    c = req.layout
+    placed = req.cluster.for_engine(c.gpus, shape.heavy_traffic_crosses(req.spec, req.cluster, c))
+    if c.gpus > placed.total_gpus:
+        return  # the estimate refuses it, saying how many GPUs it needs
+    budget = budget_for(req)
+    if args.dataset == "random" and args.input_len + args.output_len > budget.max_model_len:
+        return  # the estimate refuses it, naming max-model-len
+    engines = (args.replicas or max(placed.total_gpus // c.gpus, 1)) * c.dp
+    steps, batch = _replay_steps(args, req, budget, engines)
+    cap = MAX_TIMED_STEPS if args.request_rate else MAX_REPLAY_STEPS
+    if steps <= cap:
+        return
+    why = "as few as 1 at a request rate" if args.request_rate else f"{batch} at once"
+    raise UserError(
+        f"{_prompts(args)} prompts of {args.input_len}->{args.output_len} tokens over "
+        f"{engines} engine(s) take up to {steps:,} scheduler steps per engine to replay "
+        f"(decoding {why}), more than the {cap:,} an estimate takes: lower "
+        "--num-prompts or --output-len (or raise --max-num-batched-tokens for long prompts)"
+    )
+
+
+def _replay_steps(
+    args: argparse.Namespace, req: EstimateRequest, budget: Budget, engines: int
+) -> tuple[int, int]:
+    """(steps one engine's replay takes at most, sequences decoding in each).
+
+    The requests split evenly over the engines that get any (vfleet.plan.estimate). A
+    prompt takes one step per chunk. Without a request rate the decoding sequences share
+    steps, as many as the concurrency, max-num-seqs and the KV cache (at full length) let
+    run; with one, arrivals may leave each request alone, so every output token counts.
+    """
+    from vfleet.plan.estimate import SHAREGPT_MAX_TOTAL, replay_kv_tokens
+
+    prompts = _prompts(args)
+    active = min(engines, args.concurrency or prompts, prompts)
+    per_engine = math.ceil(prompts / active)
+    chunk = budget.max_num_batched_tokens
+    prefill = per_engine * math.ceil(args.input_len / chunk)
+    batch = 1
+    if not args.request_rate:
+        concurrency = math.ceil(args.concurrency / active) if args.concurrency else per_engine
+        longest = args.input_len + args.output_len
+        if args.dataset == "sharegpt":
+            longest = min(longest, SHAREGPT_MAX_TOTAL)
+        fit = max(1, replay_kv_tokens(req, budget) // longest)
+        batch = min(concurrency, budget.max_num_seqs, chunk, fit)
+    return math.ceil(per_engine * args.output_len / batch) + prefill, batch
+
+
+def check_quantization(spec: ModelSpec, requested: str | None) -> str | None:
+    """--quantization must be the checkpoint's own method (vLLM refuses any other), or one
+    vLLM applies online to an unquantized checkpoint (ONLINE_QUANTIZATIONS). Returns what
+    changes the weights: the online method, or None (a quantized checkpoint loads as saved)."""
+    if requested is None:
+        return None
+    from vfleet.budget.quant import normalise_scheme, scheme_from_config
+
+    shown = repr(requested[:40])
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", requested):
+        raise UserError(f"--quantization {shown} is not a method name: pass it like fp8")
+    wanted = normalise_scheme(requested)
+    stored = scheme_from_config(spec.quantization, spec.model_type)[0]
+    if stored == "none":
+        if requested.lower() not in ONLINE_QUANTIZATIONS:
+            raise UserError(
+                f"--quantization {shown} needs a checkpoint saved in it and {spec.name} is "
+                "unquantized: use fp8 or bitsandbytes (vLLM applies those as it loads), or "
+                "a checkpoint quantized that way"
+            )
+        return requested
+    method = str(spec.quantization.get("quant_method") or stored)[:40]
+    if wanted != stored and requested.lower().replace("-", "_") != method.lower():
         raise UserError(
-            f"{prompts} prompts of {args.input_len} tokens in chunks of "
-            f"{args.max_num_batched_tokens or 2048} is {steps:,} prefill steps, more than the "
-            f"{MAX_PREFILL_STEPS:,} an estimate takes: raise --max-num-batched-tokens or "
-            "lower --num-prompts"
+            f"--quantization {shown} does not match {spec.name}'s checkpoint, quantized as "
+            f"{method}: drop --quantization (vLLM reads it from the checkpoint)"
         )
+    return None
+
+
+def check_all2all(backend: str | None, traits: VersionTraits) -> None:
+    """--all2all-backend must be one of the release's own choices (the flag registry)."""
+    if backend is None:
+        return
+    choices = _all2all_backends(traits.version)
+    shown = repr(backend[:40])
+    if not choices:
+        raise UserError(
+            f"--all2all-backend {shown}: vLLM {traits.label} has no --all2all-backend: drop "
+            "it or target a release that has it with --vllm-version"
+        )
+    if backend not in choices:
+        raise UserError(
+            f"--all2all-backend {shown} is not a backend of vLLM {traits.label}: use one of "
+            f"{', '.join(choices)}"
+        )
+
+
+def _all2all_backends(version: tuple[int, int, int]) -> list[str]:
+    """--all2all-backend's choices in the newest recorded release at or before `version`
+    (data/vllm_flags.json); none where that release has no such flag."""
+    from vfleet.catalog.flags import _registry, recorded_versions
+    from vfleet.catalog.releases import parse_version
+
+    older = [v for v in recorded_versions() if parse_version(v) <= version]
+    if not older:
+        return []
+    record = _registry()["versions"][older[-1]]["flags"].get("--all2all-backend") or {}
+    return [str(choice) for choice in record.get("choices") or []]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -113,12 +236,19 @@ def run(args: argparse.Namespace) -> int:
     from vfleet.catalog.releases import traits
     from vfleet.perf.params import default_fit
     from vfleet.plan.estimate import EstimateRequest, estimate
-    from vfleet.plan.search import parse_layout
+    from vfleet.plan.search import check_layout, parse_layout
     from vfleet.probe.load import load_cluster
 
+    layout = parse_layout(args.layout)
+    if args.vllm_version is not None:
+        traits(args.vllm_version)  # a bad version is refused before any file is read
     cluster = load_cluster(args.cluster)
     spec = load_model(args.model)
+    release = traits(args.vllm_version or cluster.vllm_version)
+    check_layout(spec, cluster, release, layout)
+    check_all2all(args.all2all_backend, release)
     _check(args, spec)
+    quantization = check_quantization(spec, args.quantization)
     fit = default_fit()
     if args.calibration:
         fit, line = calibration.load(args.calibration)
@@ -127,8 +257,8 @@ def run(args: argparse.Namespace) -> int:
         fit=fit,
         spec=spec,
         cluster=cluster,
-        layout=parse_layout(args.layout),
-        traits=traits(args.vllm_version or cluster.vllm_version),
+        layout=layout,
+        traits=release,
         input_len=args.input_len,
         output_len=args.output_len,
         concurrency=args.concurrency,
@@ -136,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
         request_rate=args.request_rate,
         dataset=args.dataset,
         replicas=args.replicas,
-        quantization=args.quantization,
+        quantization=quantization,
         kv_cache_dtype=args.kv_cache_dtype,
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
@@ -147,6 +277,7 @@ def run(args: argparse.Namespace) -> int:
             args.speculative_method, args.num_speculative_tokens, args.draft_model, spec
         ),
     )
+    _check_replay(args, req)
     result = estimate(req).to_json()
     if args.json:
         print(json.dumps(result, indent=2))

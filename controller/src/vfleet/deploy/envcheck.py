@@ -2,7 +2,9 @@
 group_vars (deploy variables by the models in vfleet.spec.deploy, role variables by the
 roles' own argument specs through Ansible's validator, vfleet.deploy.argspecs), the inventories
 (static and Terraform's), the model named by vfleet_model, the secrets (by name and by
-value) and the SSH host keys.
+value), the SSH host keys, the SSH options that would run commands on this machine
+(vfleet.deploy.ssh_options) and the values the deploy hands `vfleet render`, by render's own
+model and rules (vfleet.spec.render), so validate refuses what render would.
 
 Each inventory is read by vfleet's model first (one line with file and line on a bad one),
 then by ansible-core's InventoryManager over the same files ansible-playbook gets
@@ -16,13 +18,13 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vfleet.deploy import argspecs, pins
+from vfleet.deploy import argspecs, pins, ssh_options
 from vfleet.deploy.bundle import bundle_root
-from vfleet.deploy.inventory import Host, ansible_hosts, ansible_inventory
+from vfleet.deploy.inventory import Host, ansible_hosts, ansible_inventory, playbook_vars
 from vfleet.errors import UserError
 from vfleet.inputs.files import Vaulted, load_yaml
 from vfleet.spec import deploy as spec
@@ -53,6 +55,8 @@ class Environment:
     group_vars: dict[str, Any]
     hosts: list[Host]
     vaulted: bool
+    warnings: list[str] = field(default_factory=list)
+    """lines already printed: SSH options allowed by vfleet_allow_ssh_commands"""
 
 
 # ---- group_vars ---------------------------------------------------------------------------
@@ -101,6 +105,7 @@ def check_group_vars(values: dict[str, Any], origin: dict[str, str], roles_dir: 
     for path, subset in by_file.items():
         argspecs.check_role_vars(subset, roles_dir, path)
     _check_version(values, origin)
+    spec.check_render_values(values, origin)
     _check_workload(values, origin)
     if values.get("vfleet_expect_gpu"):
         from vfleet.catalog.gpus import resolve_gpu
@@ -168,9 +173,12 @@ def hosts_of(docs: list[tuple[str, Any]]) -> list[Host]:
     return ansible_hosts(ansible_inventory([source for source, _ in docs]))
 
 
-def check_inventories(docs: list[tuple[str, Any]], env: str, provisioned: bool) -> list[Host]:
-    """Structure, groups, duplicates and GPU names; `provisioned`: Terraform has run (or the
-    environment is static), so gpu_hosts must not be empty."""
+def check_inventories(
+    docs: list[tuple[str, Any]], env: str, provisioned: bool, warnings: list[str] | None = None
+) -> list[Host]:
+    """Structure, groups, duplicates, GPU names and SSH options; `provisioned`: Terraform has
+    run (or the environment is static), so gpu_hosts must not be empty. Warnings go to
+    `warnings` when given (the caller prints them), else are printed once all passed."""
     static = docs[0][0] if docs else f"inventories/{env}/hosts.yml"
     inventory = ansible_inventory([source for source, _ in docs])
     missing = [g for g in ROLE_GROUPS if g not in inventory.groups]
@@ -205,13 +213,68 @@ def check_inventories(docs: list[tuple[str, Any]], env: str, provisioned: bool) 
                 resolve_gpu(str(host.vars["vfleet_gpu"]))
             except UserError as exc:
                 raise UserError(f"{host.source}: host {host.name}: {exc}") from None
+    found = check_ssh_hosts(docs, env)
     gpu_hosts = [h for h in hosts if "gpu_hosts" in h.groups]
     if provisioned and not gpu_hosts:
         raise UserError(
             f"{static}: no hosts in gpu_hosts: list your GPU nodes there (static) or "
             f"provision them (make provision ENV={env})"
         )
+    if warnings is None:
+        ssh_options.print_warnings(found)
+    else:
+        warnings += found
     return hosts
+
+
+# ---- SSH options that run commands on this machine ---------------------------------------
+
+
+def _bundle_of(inventory_dir: Path) -> Path:
+    return inventory_dir.parents[1] if inventory_dir.parent.name == "inventories" else bundle_root()
+
+
+def ansible_site(env: str, root: Path) -> ssh_options.Site:
+    """Where the deploy runs ansible-playbook, and the extra vars it passes
+    (vfleet.deploy.commands.playbook)."""
+    extra = {
+        "vfleet_env": env,
+        "vfleet_root": str(root),
+        "vfleet_artifacts": str(root / "artifacts" / env),
+        "vfleet_api_key_path": "",
+        "vfleet_pins": pins.pins(root) if (root / "pins.env").is_file() else {},
+    }
+    return ssh_options.Site(root / "ansible", extra)
+
+
+def check_ssh_hosts(docs: list[tuple[str, Any]], env: str) -> list[str]:
+    """Every host's SSH options as ansible-playbook resolves them: `-i` over the static
+    inventory's folder (each inventory file in it, group_vars/ and host_vars/), then
+    Terraform's inventory, with the playbooks' own group_vars/ and host_vars/."""
+    if not docs:
+        return []
+    folder = Path(docs[0][0]).parent
+    root = _bundle_of(folder)
+    sources = [str(folder), *(source for source, _ in docs[1:])]
+    hosts = playbook_vars(sources, root / "ansible" / "playbooks")
+    return ssh_options.check_hosts(hosts, ansible_site(env, root))
+
+
+def check_ssh_config(
+    env: str, root: Path, values: dict[str, Any], origin: dict[str, str], no_hosts: bool
+) -> list[str]:
+    """ansible.cfg's SSH settings (the file the deploy hands ansible-playbook: ANSIBLE_CONFIG,
+    else the bundle's), and, while no inventory lists a host yet, group_vars' SSH variables
+    (with hosts, check_ssh_hosts sees them as each host gets them)."""
+    site = ansible_site(env, root)
+    allowed = ssh_options.allow_flag(origin.get(ssh_options.ALLOW, "group_vars"), values)
+    config = Path(os.environ.get("ANSIBLE_CONFIG") or root / "ansible" / "ansible.cfg")
+    config = config / "ansible.cfg" if config.is_dir() else config
+    warnings = ssh_options.check_ansible_cfg(config, site, allowed)
+    for name in ssh_options.VARIABLES if no_hosts else ():
+        if name in values:
+            warnings += ssh_options.check_place(origin[name], values, site, allowed, (name,))
+    return warnings
 
 
 # ---- secrets ------------------------------------------------------------------------------
@@ -310,19 +373,38 @@ def check_environment(
 ) -> Environment:
     """Read and check group_vars and inventories; raise UserError on the first problem."""
     if not inventory_dir.is_dir():
-        raise UserError(f"{inventory_dir} does not exist: every environment needs an inventory")
+        raise UserError(
+            f"{inventory_dir} {_not_a_folder(inventory_dir)}: every environment needs an "
+            "inventory folder (e.g. inventories/prod)"
+        )
     values, origin = read_group_vars(inventory_dir)
     check_group_vars(values, origin, roles_dir)
     vaulted = has_vaulted(values)
     check_vault_password(vaulted)
-    root = inventory_dir.parents[1] if inventory_dir.parent.name == "inventories" else bundle_root()
+    root = _bundle_of(inventory_dir)
     check_model(env, values, origin)
     check_api_key_file(env, values, origin, root)
     static = inventory_dir / "hosts.yml"
     docs = [(str(static), read_inventory(static))]
     docs += [(str(p), read_inventory(p)) for p in extra_inventories or [] if p.is_file()]
-    hosts = check_inventories(docs, env, provisioned)
-    return Environment(env, inventory_dir, values, hosts, vaulted)
+    warnings: list[str] = []
+    hosts = check_inventories(docs, env, provisioned, warnings)
+    warnings += check_ssh_config(env, root, values, origin, no_hosts=not hosts)
+    ssh_options.print_warnings(warnings)
+    return Environment(env, inventory_dir, values, hosts, vaulted, warnings)
+
+
+def _not_a_folder(path: Path) -> str:
+    """What stands where a folder should be (stat opens nothing: a pipe cannot block)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "does not exist"
+    if stat.S_ISFIFO(mode):
+        return "is a named pipe (FIFO), not a folder"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "is a device, not a folder"
+    return "is a file, not a folder"
 
 
 # ---- what the probe found against what the operator expects -------------------------------

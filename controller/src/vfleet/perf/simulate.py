@@ -285,13 +285,16 @@ class _Scheduler:
         decoders = self._decoders()
         while decoders and self.kv_used + len(decoders) + half_block * len(order) > kv_tokens:
             victim = order.pop()
+            # Decoders keep the running order, so a decoding victim is the last of them:
+            # dropping it is the list _decoders() would rebuild (once per victim, quadratic).
+            if decoders[-1] == victim:
+                decoders.pop()
             self.held_before[victim] = prefilled[victim]
             self.kv_used -= prefilled[victim] + (generated[victim] if prefilled[victim] else 0)
             self.need[victim] = self.prompt[victim] + generated[victim]
             prefilled[victim] = 0
             self.waiting.appendleft(victim)
             self.preemptions += 1
-            decoders = self._decoders()
         return decoders
 
     def _continue_prefills(self, budget: int, chunks: dict[int, int]) -> int:

@@ -10,6 +10,7 @@ bandwidth; PP is what crosses slow links.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from vfleet.budget import speculative
 from vfleet.budget.compute import Budget, BudgetRequest, compute, fits
 from vfleet.budget.params import component_params
+from vfleet.catalog.flags import flag_set
 from vfleet.catalog.modelspec import ModelSpec
 from vfleet.catalog.releases import VersionTraits
 from vfleet.errors import UserError
@@ -26,8 +28,9 @@ from vfleet.perf.params import Fit, default_fit
 from vfleet.plan import shape
 from vfleet.plan.candidate import Candidate
 from vfleet.plan.cluster import ClusterSpec
-from vfleet.plan.rules import reject_reason
+from vfleet.plan.rules import dcp_divides_query_groups, reject_reason, release_supports_it
 from vfleet.plan.workload import Workload
+from vfleet.spec import flags
 
 HEADROOM = 0.9  # keep 10% of KV blocks free so decode growth does not preempt
 MNBT_CHOICES = (2048, 4096, 8192, 16384)
@@ -350,19 +353,60 @@ def kv_cache_dtype(spec: ModelSpec, cluster: ClusterSpec) -> str:
     return "auto"
 
 
+LAYOUT_GRAMMAR = (
+    "write it like 'TP8 PP2' or 'TP1 DP8 EP': TP<n>, PP<n>, DP<n>, DCP<n> (n a whole number "
+    f"from 1 to {flags.MAX_PARALLEL}) and EP, each at most once, separated by spaces"
+)
+_LAYOUT_PART = re.compile(r"(TP|PP|DP|DCP)([1-9][0-9]{0,3})|EP")  # [0-9]: ASCII digits only
+
+
 def parse_layout(text: str) -> Candidate:
-    """'TP8 PP2 EP' or 'tp1,dp16,ep' -> Candidate (for `vfleet plan --layout`)."""
-    sizes = {"TP": 1, "PP": 1, "DP": 1, "DCP": 1}
-    ep = False
-    for part in text.replace(",", " ").upper().split():
-        if part == "EP":
-            ep = True
-            continue
-        prefix = next((p for p in ("DCP", "TP", "PP", "DP") if part.startswith(p)), None)
-        if prefix is None or not part[len(prefix) :].isdigit() or int(part[len(prefix) :]) < 1:
-            raise UserError(f"--layout {text!r}: write it like 'TP8 PP2' or 'TP1 DP8 EP'")
-        sizes[prefix] = int(part[len(prefix) :])
-    return Candidate(sizes["TP"], sizes["PP"], sizes["DP"], ep, sizes["DCP"])
+    """'TP8 PP2 EP' -> Candidate (`--layout`). Parts are split on ASCII spaces, so leading,
+    trailing and repeated spaces are ignored; any other separator is refused."""
+    shown = repr(text[:40]) + ("..." if len(text) > 40 else "")
+    parts = [p for p in text.split(" ") if p]
+    if not parts:
+        raise UserError(f"layout {shown} is empty: {LAYOUT_GRAMMAR}")
+    sizes: dict[str, int] = {}
+    for part in parts:
+        match = _LAYOUT_PART.fullmatch(part)
+        if match is None or int(match.group(2) or 1) > flags.MAX_PARALLEL:
+            raise UserError(f"layout {shown}: {part[:20]!r} is not a layout part: {LAYOUT_GRAMMAR}")
+        name = match.group(1) or "EP"
+        if name in sizes:
+            raise UserError(f"layout {shown} gives {name} twice: {LAYOUT_GRAMMAR}")
+        sizes[name] = int(match.group(2) or 1)
+    size = sizes.get
+    return Candidate(size("TP", 1), size("PP", 1), size("DP", 1), "EP" in sizes, size("DCP", 1))
+
+
+def check_layout(
+    spec: ModelSpec, cluster: ClusterSpec, traits: VersionTraits, c: Candidate
+) -> None:
+    """What vLLM itself refuses of a layout the operator names (`--layout`), before costing:
+    EP without experts, and DCP where the release lacks it or it does not divide TP."""
+    if c.ep and not spec.is_moe:
+        raise UserError(f"layout {c.label} asks for EP but {spec.name} has no experts: drop EP")
+    if c.dcp == 1:
+        return
+    if c.tp % c.dcp:
+        raise UserError(
+            f"layout {c.label}: DCP{c.dcp} does not divide TP{c.tp}, as vLLM requires: use "
+            f"a DCP size that divides {c.tp}"
+        )
+    try:
+        has_dcp = flag_set(traits.label).has("--decode-context-parallel-size")
+    except UserError:  # older than every recorded release: older than DCP too
+        has_dcp = False
+    if not has_dcp:
+        raise UserError(
+            f"layout {c.label}: vLLM {traits.label} has no --decode-context-parallel-size: "
+            "drop DCP or target a release that has it with --vllm-version"
+        )
+    alone = replace(c, pp=1, dp=1, ep=False)  # rules.py's DCP limits, on DCP alone
+    for rule in (release_supports_it, dcp_divides_query_groups):
+        if reason := rule(spec, cluster, traits, alone):
+            raise UserError(f"layout {c.label}: {reason}: drop DCP or change its size")
 
 
 def plan(inputs: PlanInputs, only: Candidate | None = None) -> list[Evaluated]:
@@ -374,6 +418,7 @@ def plan(inputs: PlanInputs, only: Candidate | None = None) -> list[Evaluated]:
     kv = inputs.kv_cache_dtype or kv_cache_dtype(inputs.spec, inputs.cluster)
     inputs = replace(inputs, gpu_memory_utilization=util, kv_cache_dtype=kv)
     if only is not None:
+        check_layout(inputs.spec, inputs.cluster, inputs.traits, only)
         if only.gpus > inputs.cluster.total_gpus:
             raise UserError(
                 f"layout {only.label} needs {only.gpus} GPUs; the cluster has "

@@ -19,7 +19,15 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, TypeVar
 
-from pydantic import AfterValidator, ConfigDict, Field, GetJsonSchemaHandler, WrapValidator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    TypeAdapter,
+    ValidationError,
+    WrapValidator,
+)
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
@@ -29,6 +37,7 @@ from vfleet.inputs.files import Document, Path_, Vaulted
 from vfleet.inputs.validate import validate
 from vfleet.inputs.values import AbsPath, Address, Cidr, Label, Port, check_abs_path
 from vfleet.spec.plan import BlockSize, Version
+from vfleet.spec.render import RenderArgs, check_extra_args
 
 TEMPLATE = re.compile(r"{{|{%")
 WORKLOAD_PRESETS = ("chat", "rag", "batch")
@@ -143,6 +152,8 @@ class DeployVars(StrictModel):
     """the networks SSH is open to, in CIDR form (e.g. [10.0.0.0/8])"""
     firewall_api_sources: Templatable[list[Templatable[Cidr]]] = None
     """the networks the API is open to, in CIDR form (e.g. [10.0.0.0/8])"""
+    vfleet_allow_ssh_commands: bool | None = None
+    """true to let SSH options run commands on this machine (ProxyCommand, ...), warned each time"""
 
 
 # ---- inventories ------------------------------------------------------------------------
@@ -165,6 +176,8 @@ class HostVars(StrictModel):
     """the host's GPU count, 1 to 1024 (e.g. 8)"""
     vfleet_gpu: Templatable[Text] = None
     """the host's GPU as `vfleet gpus` names it (e.g. H200-SXM-141GB)"""
+    vfleet_allow_ssh_commands: bool | None = None
+    """true to let this host's SSH options run commands on this machine (e.g. ProxyCommand)"""
     firewall_ssh_sources: Templatable[list[Templatable[Cidr]]] = None
     """the networks SSH is open to, in CIDR form (e.g. [10.0.0.0/8])"""
     firewall_api_sources: Templatable[list[Templatable[Cidr]]] = None
@@ -247,6 +260,65 @@ def check_inventory(doc: Document) -> Inventory:
         if group.vars is not None:
             _unknown_vfleet(group.vars.model_extra or {}, known, doc, (*path, "vars"))
     return inventory
+
+
+# ---- what the deploy hands `vfleet render` --------------------------------------------------
+
+# group_vars the deploy hands `vfleet render` (vfleet.deploy.flow.render): variable -> the
+# RenderArgs field it becomes, and what the deploy appends to the value.
+RENDER_FIELDS = {
+    "vfleet_model_dir_on_hosts": ("model_path", ""),
+    "vfleet_served_model_name": ("served_model_name", ""),
+    "vllm_venv": ("vllm_bin", "/bin/vllm"),
+}
+
+
+def check_render_values(values: dict[str, Any], origin: dict[str, str]) -> None:
+    """The group_vars the deploy renders from (merged, pins resolved; `origin`: each one's
+    file), by render's own types and rules, so validate refuses what render would. A Jinja
+    value is handed to render as written, so it is checked as written too."""
+    _check_extra_args(values, origin)
+    for name, (field, suffix) in RENDER_FIELDS.items():
+        value = values.get(name)
+        if not isinstance(value, str):
+            continue
+        info = RenderArgs.model_fields[field]
+        field_type: Any = Annotated[info.annotation, *info.metadata]  # the field as declared
+        adapter: TypeAdapter[Any] = TypeAdapter(field_type)
+        try:
+            adapter.validate_python(value + suffix, strict=True)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")
+            shown = repr(value) if len(value) <= 60 else repr(value[:57]) + "..."
+            hint = (
+                f"an absolute path ({info.alias} is it + {suffix})" if suffix else info.description
+            )
+            raise UserError(
+                f"{origin.get(name, 'group_vars')}: {name}: {error}, got {shown}: "
+                f"`vfleet render` refuses it; write {hint}"
+            ) from None
+
+
+def _check_extra_args(values: dict[str, Any], origin: dict[str, str]) -> None:
+    """vfleet_render_extra_args by render's own rule (spec.render.check_extra_args), against
+    the flags of vfleet_vllm_version (else of the newest recorded release)."""
+    extra = values.get("vfleet_render_extra_args")
+    if not isinstance(extra, list) or not extra:
+        return
+    from vfleet.catalog.flags import flag_set, recorded_versions
+
+    version = values.get("vfleet_vllm_version")
+    if not isinstance(version, str) or is_templated(version):
+        if not recorded_versions():
+            return  # no flag record shipped: render cannot check either
+        version = recorded_versions()[-1]
+    try:
+        check_extra_args(
+            [str(a) for a in extra if not isinstance(a, Vaulted)], flag_set(version), version
+        )
+    except UserError as exc:
+        where = origin.get("vfleet_render_extra_args", "group_vars")
+        raise UserError(f"{where}: vfleet_render_extra_args: {exc}") from None
 
 
 # ---- secrets by value ---------------------------------------------------------------------
@@ -372,6 +444,7 @@ __all__ = [
     "check_deploy_vars",
     "check_inventory",
     "check_no_plain_secrets",
+    "check_render_values",
     "is_templated",
     "looks_like_token",
 ]
