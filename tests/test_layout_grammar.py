@@ -133,6 +133,7 @@ def test_plan_refuses_ep_on_a_dense_model_and_a_bad_layout():
     plan = ["plan", "--cluster", ONE_NODE, "--model", DENSE]
     refused(vfleet(*plan, "--layout", "TP8 EP"), "has no experts")
     refused(vfleet(*plan, "--layout", "TP8 TP4"), "gives TP twice")
+    refused(vfleet(*plan, "--layout", ""), "is empty")
 
 
 @pytest.mark.parametrize(
@@ -192,6 +193,7 @@ def test_budget_refuses_a_mean_context_past_max_model_len():
     )
     refused(vfleet(*budget, "--mean-context-len", "999999"), "context window of 131072")
     refused(vfleet(*budget, "--quantization", "gptq"), "is unquantized")
+    refused(vfleet(*budget, "--enable-expert-parallel"), "has no experts")
     ok = vfleet(*budget, "--max-model-len", "1024", "--mean-context-len", "1024")
     assert ok.returncode == 0, ok.stderr
 

@@ -43,6 +43,10 @@ def _request(a: BudgetFlags) -> BudgetRequest:
     flags.check_scheduler(argparse.Namespace(**a.model_dump()), spec)
     quantization = check_quantization(spec, a.quantization)
     _check_mean_context(a, spec)
+    if a.enable_expert_parallel and not spec.is_moe:
+        raise UserError(
+            f"--enable-expert-parallel asks for EP but {spec.name} has no experts: drop it"
+        )
     return BudgetRequest(
         spec=spec,
         gpu=gpu,

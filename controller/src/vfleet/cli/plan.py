@@ -54,7 +54,7 @@ def run_plan(args: argparse.Namespace) -> int:
             speculative=speculative.from_args(
                 a.speculative_method, a.num_speculative_tokens, a.draft_model, spec
             ),
-            layout=parse_layout(a.layout) if a.layout else None,
+            layout=parse_layout(a.layout) if a.layout is not None else None,
         )
     )
     if a.out:
