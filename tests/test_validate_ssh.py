@@ -122,11 +122,42 @@ def test_every_spelling_is_refused_with_the_host_variable_and_option(tmp_path, v
     assert line.endswith(f"or set {ssh_options.ALLOW}: true if you mean it")
 
 
-@pytest.mark.parametrize("variable", ssh_options.VARIABLES)
+@pytest.mark.parametrize("variable", [*ssh_options.SSH_VARS, ssh_options.PROXY_VAR])
 def test_every_variable_is_checked(tmp_path, variable):
     root = _bundle(tmp_path)
     _host_var(root, variable, "-o ProxyCommand=touch")
     _refused(_validate(root), f"host gpu-01: {variable} sets ProxyCommand")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "option"),
+    [
+        ("ansible_ssh_executable", "/tmp/evil", "ssh executable '/tmp/evil'"),
+        ("ansible_scp_executable", "sh -c id", "scp executable 'sh -c id'"),
+        ("ansible_sftp_executable", "/usr/bin/python3", "sftp executable"),
+        ("ansible_connection", "local", "connection local"),
+        ("ansible_connection", "ansible.builtin.local", "connection ansible.builtin.local"),
+    ],
+)
+def test_a_program_run_in_place_of_ssh_or_the_host_is_refused(tmp_path, variable, value, option):
+    root = _bundle(tmp_path)
+    _host_var(root, variable, value)
+    _refused(_validate(root), f"host gpu-01: {variable} sets {option}")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("ansible_ssh_executable", "/usr/bin/ssh"),
+        ("ansible_scp_executable", "scp"),
+        ("ansible_connection", "ssh"),
+        ("ansible_connection", "ansible.builtin.ssh"),
+    ],
+)
+def test_the_usual_programs_and_connections_pass(tmp_path, variable, value):
+    root = _bundle(tmp_path)
+    _host_var(root, variable, value)
+    assert _valid(_validate(root)) == []
 
 
 @pytest.mark.parametrize(

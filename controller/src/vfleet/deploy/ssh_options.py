@@ -46,7 +46,15 @@ SSH_VARS: Mapping[str, tuple[str, ...]] = {
 # The command paramiko's connection runs to reach a host (its ProxyCommand), and every
 # variable checked here.
 PROXY_VAR = "ansible_paramiko_proxy_command"
-VARIABLES = (*SSH_VARS, PROXY_VAR)
+# The programs Ansible runs here in place of ssh, scp and sftp: any other name runs that.
+EXECUTABLE_VARS = {
+    "ansible_ssh_executable": "ssh",
+    "ansible_scp_executable": "scp",
+    "ansible_sftp_executable": "sftp",
+}
+# A GPU host reached with the local connection runs every task on this machine instead.
+CONNECTION_VAR = "ansible_connection"
+VARIABLES = (*SSH_VARS, PROXY_VAR, *EXECUTABLE_VARS, CONNECTION_VAR)
 # The same settings in ansible.cfg, by their [ssh_connection] key.
 CFG_KEYS = {name.removeprefix("ansible_"): programs for name, programs in SSH_VARS.items()}
 # The option letters of each program that take a value (the letters before ':' in its getopt
@@ -389,7 +397,32 @@ def check_place(
 def _variable_findings(variable: str, value: Any, lookup: Lookup, site: Site) -> list[Finding]:
     if variable == PROXY_VAR:
         return [_KEYWORDS["proxycommand"]]  # the whole value is the command
+    if variable in EXECUTABLE_VARS:
+        return _executable_findings(EXECUTABLE_VARS[variable], _expand(value, lookup))
+    if variable == CONNECTION_VAR:
+        connection = _expand(value, lookup).strip()
+        if connection in ("local", "ansible.builtin.local"):
+            return [
+                Finding(
+                    f"connection {connection}",
+                    "runs every task on this machine instead of the host",
+                    "reach the host over ssh (the default)",
+                )
+            ]
+        return []
     return args_findings(_expand(value, lookup), SSH_VARS[variable], site.config_dir)
+
+
+def _executable_findings(program: str, path: str) -> list[Finding]:
+    if Path(path.strip()).name == program:
+        return []
+    return [
+        Finding(
+            f"{program} executable {_shown(path.strip(), 60)!r}",
+            f"runs that program on this machine in place of {program}",
+            f"leave it unset or name the {program} binary itself",
+        )
+    ]
 
 
 def allow_flag(place: str, variables: Mapping[str, Any]) -> bool:
