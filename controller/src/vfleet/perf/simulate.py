@@ -177,6 +177,7 @@ class _Scheduler:
         "first_step",
         "generated",
         "half_block",
+        "held",
         "held_before",
         "in_flight",
         "kv_used",
@@ -191,6 +192,7 @@ class _Scheduler:
         "prefilled",
         "prompt",
         "rate",
+        "reserved",
         "step_time",
         "waiting",
     )
@@ -219,6 +221,9 @@ class _Scheduler:
         self.out_list: list[int] = self.out.tolist()
         self.prefilled = [0] * n
         self.generated = [0] * n
+        # KV tokens each request holds now. Not prefilled + generated: a recomputed request
+        # prefills its earlier output again as prompt, so those tokens would count twice.
+        self.held = [0] * n
         self.arrival_step = np.full(n, -1, np.int64)
         self.first_step = np.full(n, -1, np.int64)
         self.finish_step = np.full(n, -1, np.int64)
@@ -229,6 +234,7 @@ class _Scheduler:
         self.in_flight = 0
         self.clock = 0.0
         self.kv_used = 0.0
+        self.reserved = 0.0  # KV the step being scheduled will add
         self.preemptions = 0
         self.feats: list[tuple[float, ...]] = []
         self.ends: list[float] = []
@@ -265,11 +271,14 @@ class _Scheduler:
         return self._decoders(), chunks
 
     def schedule(self) -> tuple[list[int], dict[int, int]]:
-        """V1: decode first, then partial prompts, then new ones, within the token budget."""
+        """V1: decode first, then partial prompts, then new ones, within the token budget
+        and the KV cache: what the step will add to the cache is reserved as each request
+        is scheduled, and a running request that cannot grow preempts the newest ones."""
         decoders = self._preempt_for_decode()
         chunks: dict[int, int] = {}
+        self.reserved = float(len(decoders))
         budget = self.limits.max_num_batched_tokens - len(decoders)
-        budget = self._continue_prefills(budget, chunks)
+        budget = self._continue_prefills(budget, chunks, decoders)
         self._admit(budget, chunks)
         return decoders, chunks
 
@@ -277,10 +286,21 @@ class _Scheduler:
         prefilled, need = self.prefilled, self.need
         return [i for i in self.order if prefilled[i] >= need[i]]
 
+    def _preempt(self, victim: int) -> None:
+        """Stop a running request and free its KV; it waits first in line and recomputes
+        its prompt and the output it had (vLLM's recompute preemption)."""
+        self.held_before[victim] = self.prefilled[victim]
+        self.kv_used -= self.held[victim]
+        self.held[victim] = 0
+        self.need[victim] = self.prompt[victim] + self.generated[victim]
+        self.prefilled[victim] = 0
+        self.waiting.appendleft(victim)
+        self.preemptions += 1
+
     def _preempt_for_decode(self) -> list[int]:
         """This step's decoders, after preempting the newest running requests while their
-        decode growth would overflow the KV cache (vLLM recomputes a preempted request)."""
-        order, prefilled, generated = self.order, self.prefilled, self.generated
+        decode growth would overflow the KV cache."""
+        order = self.order
         kv_tokens, half_block = self.limits.kv_tokens, self.half_block
         decoders = self._decoders()
         while decoders and self.kv_used + len(decoders) + half_block * len(order) > kv_tokens:
@@ -289,50 +309,74 @@ class _Scheduler:
             # dropping it is the list _decoders() would rebuild (once per victim, quadratic).
             if decoders[-1] == victim:
                 decoders.pop()
-            self.held_before[victim] = prefilled[victim]
-            self.kv_used -= prefilled[victim] + (generated[victim] if prefilled[victim] else 0)
-            self.need[victim] = self.prompt[victim] + generated[victim]
-            prefilled[victim] = 0
-            self.waiting.appendleft(victim)
-            self.preemptions += 1
+            self._preempt(victim)
         return decoders
 
-    def _continue_prefills(self, budget: int, chunks: dict[int, int]) -> int:
-        """Give running, partly prefilled prompts their next chunks; the budget left."""
-        prefilled, need = self.prefilled, self.need
-        for i in self.order:
-            if budget <= 0:
-                break
-            if prefilled[i] < need[i]:
-                take = int(min(need[i] - prefilled[i], budget))
-                chunks[i] = take
-                budget -= take
+    def _room(self) -> float:
+        """KV tokens the step may still add (a half block per running request kept free
+        for the rounding of each request's last block)."""
+        return (
+            self.limits.kv_tokens - self.kv_used - self.reserved - self.half_block * len(self.order)
+        )
+
+    def _continue_prefills(self, budget: int, chunks: dict[int, int], decoders: list[int]) -> int:
+        """Give running, partly prefilled prompts their next chunks, oldest first, each
+        within the KV room (preempting newer running requests for it, as vLLM does);
+        returns the token budget left."""
+        prefilled, need, order = self.prefilled, self.need, self.order
+        position = 0
+        while position < len(order) and budget > 0:
+            i = order[position]
+            position += 1
+            if prefilled[i] >= need[i]:
+                continue
+            take = int(min(need[i] - prefilled[i], budget))
+            while self._grow(i, take) > self._room() and order[-1] != i:
+                victim = order.pop()
+                if decoders and decoders[-1] == victim:  # newer than i: not yet given chunks
+                    decoders.pop()
+                    self.reserved -= 1
+                    budget += 1
+                self._preempt(victim)
+            take = min(take, int(self._room()) - 1)
+            if take <= 0:
+                continue  # no room even alone: it waits until older requests finish
+            chunks[i] = take
+            budget -= take
+            self.reserved += self._grow(i, take)
         return budget
+
+    def _grow(self, i: int, take: int) -> int:
+        """KV a chunk adds: its tokens, and the first output token when it ends the prompt."""
+        return take + (1 if self.prefilled[i] + take >= self.need[i] else 0)
 
     def _admit(self, budget: int, chunks: dict[int, int]) -> None:
         """Start waiting requests, oldest first, while the budget, the sequence limit and
         the KV cache allow (without chunked prefill, only whole prompts)."""
         waiting, order, need, limits = self.waiting, self.order, self.need, self.limits
-        kv_used, half_block = self.kv_used, self.half_block
+        half_block = self.half_block
         while budget > 0 and waiting and len(order) < limits.max_num_seqs:
             i = waiting[0]
             take = int(min(need[i], budget))
             if not limits.chunked_prefill and take < need[i]:
                 break
-            # The KV the prompt takes is counted when the step runs (`advance`).
+            # A request preempted before needs room for what it held, not one chunk, or it
+            # would be admitted, preempted and recomputed chunk after chunk.
             held = min(self.held_before[i] + take, need[i])
-            if kv_used + max(take, held) + half_block * (len(order) + 1) > limits.kv_tokens:
+            grow = max(take + (1 if take >= need[i] else 0), held)
+            if grow > self._room() - half_block:
                 break
             waiting.popleft()
             order.append(i)
             chunks[i] = take
             budget -= take
+            self.reserved += take + (1 if take >= need[i] else 0)
 
     def record(self, decoders: list[int], chunks: dict[int, int]) -> None:
         """Note the step's features (and, on a clock, its end time)."""
-        prefilled, generated = self.prefilled, self.generated
+        prefilled, generated, held = self.prefilled, self.generated, self.held
         d = len(decoders)
-        ctx = float(sum(int(prefilled[i] + generated[i]) for i in decoders)) if d else 0.0
+        ctx = float(sum(held[i] for i in decoders)) if d else 0.0
         p = float(sum(chunks.values()))
         pairs = float(sum(c * (prefilled[i] + c / 2) for i, c in chunks.items()))
         seqs = d + len(chunks)
@@ -353,13 +397,17 @@ class _Scheduler:
             self.need,
             self.first_step,
         )
+        held = self.held
         for i in decoders:
             generated[i] += 1
+            held[i] += 1
         kv_used = self.kv_used + (len(decoders) + float(sum(chunks.values())))
         for i, c in chunks.items():
             prefilled[i] += c
+            held[i] += c
             if prefilled[i] >= need[i]:
                 generated[i] += 1
+                held[i] += 1
                 kv_used += 1
                 if first_step[i] < 0:
                     first_step[i] = step
@@ -371,10 +419,11 @@ class _Scheduler:
         done = [i for i in self.order if generated[i] >= out[i]]
         if not done:
             return
-        prefilled, finish_step = self.prefilled, self.finish_step
+        held, finish_step = self.held, self.finish_step
         for i in done:
             finish_step[i] = step
-            self.kv_used -= prefilled[i] + generated[i]
+            self.kv_used -= held[i]
+            held[i] = 0
         gone = set(done)
         self.order = [i for i in self.order if i not in gone]
         self.in_flight -= len(done)
