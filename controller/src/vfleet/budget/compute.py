@@ -336,3 +336,11 @@ def smallest_fitting_layout(req: BudgetRequest, max_gpus: int = 64) -> Budget | 
         if fits(budget):
             return budget
     return None
+
+
+def requests_held(kv_tokens: int, block_size: int, input_len: int, output_len: int) -> int:
+    """The KV ceiling: requests a cache of `kv_tokens` holds at once when each grows to
+    input + output tokens in whole blocks. Past it, more concurrency buys only preemption
+    (each request is rounded up to its last block, as vLLM allocates them)."""
+    per_request = math.ceil((input_len + output_len) / block_size) * block_size
+    return kv_tokens // per_request

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from vfleet.budget.compute import Budget
+from vfleet.present.budget_report import plot_sweep
 
 
 @dataclass
@@ -81,26 +82,6 @@ class Report:
     def images(self) -> list[Image]:
         blocks = [*self.intro, *(b for s in self.sections for b in s.blocks)]
         return [b for b in blocks if isinstance(b, Image)]
-
-
-def _plot_sweep(points: list[Budget], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    usable = [b for b in points if b.max_concurrency >= 1] or points
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    ax.plot(
-        [b.gpu_memory_utilization for b in usable], [b.max_concurrency for b in usable], marker="o"
-    )
-    ax.set_xlabel("gpu-memory-utilization")
-    ax.set_ylabel(f"sequences at {usable[0].max_model_len} tokens")
-    ax.set_title("KV budget: concurrency ceiling per engine", fontsize=10)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def _plot_ledger(ledger: list[dict[str, Any]], path: Path) -> None:
@@ -297,7 +278,7 @@ def build(inputs: ReportInputs, out_dir: Path) -> Report:
         )
     if inputs.sweep:
         path = out_dir / "kv_budget.png"
-        _plot_sweep(inputs.sweep, path)
+        plot_sweep(inputs.sweep, path)
         plots.append(path)
         sections[-1].blocks.append(Image(path.name, "KV budget sweep"))
     if inputs.loadtests:

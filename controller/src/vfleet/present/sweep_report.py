@@ -9,10 +9,10 @@ cluster's own calibration changed, against the bundled fit.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
+from vfleet.budget.compute import requests_held
 from vfleet.present.report import Block, Image, Section, Table, Text, cell
 
 
@@ -20,8 +20,7 @@ def kv_ceiling(kv_tokens: Any, block_size: Any, input_len: int, output_len: int)
     """Requests the KV cache holds at once when each grows to input + output tokens."""
     if not isinstance(kv_tokens, int | float) or not isinstance(block_size, int) or not kv_tokens:
         return None
-    per_request = math.ceil((input_len + output_len) / block_size) * block_size
-    return int(kv_tokens // per_request)
+    return requests_held(int(kv_tokens), block_size, input_len, output_len)
 
 
 def sweep_lines(ledger: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
