@@ -30,15 +30,15 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import re
 import shutil
-import subprocess
 import tarfile
-import tempfile
 from pathlib import Path
 
-MAINTAINER = "vfleet test stand-in <standin@vfleet.invalid>"
+# Copied beside this file on the host by the scenario's prepare step (ansible/molecule/standin).
+import standin_apt
+from standin_apt import Package
+
 NOTE = (
     "vfleet test stand-in: this package has the name and version of NVIDIA's package but "
     "contains none of it; it only lets the nccl role run on hosts without CUDA."
@@ -127,63 +127,20 @@ TESTS = [
 ]
 
 
-def _arch() -> str:
-    return subprocess.run(
-        ["dpkg", "--print-architecture"], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
 def build_deb(
     pool: Path,
     name: str,
     version: str,
-    files: dict[str, tuple[str, int]],
+    files: dict[str, tuple[str | bytes, int]],
     depends: str = "",
+    conflicts: str = "",
     scripts: dict[str, str] | None = None,
+    arch: str = "",
 ) -> None:
-    """One .deb: files maps an absolute path to (text, mode)."""
-    arch = _arch()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        for path, (text, mode) in files.items():
-            target = root / path.lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-            target.chmod(mode)
-        doc = root / "usr" / "share" / "doc" / name
-        doc.mkdir(parents=True, exist_ok=True)
-        (doc / "README.vfleet-standin").write_text(NOTE + "\n")
-        control = root / "DEBIAN"
-        control.mkdir()
-        lines = [
-            f"Package: {name}",
-            f"Version: {version}",
-            f"Architecture: {arch}",
-            f"Maintainer: {MAINTAINER}",
-            "Section: libs",
-            "Priority: optional",
-        ]
-        if depends:
-            lines.append(f"Depends: {depends}")
-        lines += [f"Description: {name} (vfleet test stand-in)", " " + NOTE]
-        (control / "control").write_text("\n".join(lines) + "\n")
-        for script, body in (scripts or {}).items():
-            (control / script).write_text(body)
-            (control / script).chmod(0o755)
-        for dirpath, _, _ in os.walk(root):
-            Path(dirpath).chmod(0o755)
-        subprocess.run(
-            [
-                "dpkg-deb",
-                "--root-owner-group",
-                "-Zxz",
-                "--build",
-                str(root),
-                str(pool / f"{name}_{version}_{arch}.deb"),
-            ],
-            check=True,
-            capture_output=True,
-        )
+    """One nccl stand-in .deb (standin_apt.build_deb with this role's note)."""
+    package = Package(name, version, NOTE, dict(files), "libs", depends, conflicts)
+    package.scripts, package.arch = dict(scripts or {}), arch
+    standin_apt.build_deb(pool, package)
 
 
 def nccl_set(pool: Path, version: str) -> None:
@@ -242,54 +199,6 @@ def tests_archive(out: Path, version: str) -> None:
             tar.addfile(info, io.BytesIO(data))
 
 
-def index_and_sign(out: Path) -> None:
-    def run(argv: list[str], **kw: object) -> str:
-        return subprocess.run(argv, check=True, capture_output=True, text=True, **kw).stdout
-
-    (out / "Packages").write_text(run(["apt-ftparchive", "packages", "."], cwd=out))
-    (out / "Release").write_text(
-        run(
-            [
-                "apt-ftparchive",
-                "-o",
-                "APT::FTPArchive::Release::Origin=vfleet-standin",
-                "-o",
-                "APT::FTPArchive::Release::Label=vfleet stand-in of NVIDIA CUDA",
-                "release",
-                ".",
-            ],
-            cwd=out,
-        )
-    )
-    with tempfile.TemporaryDirectory() as home:
-        gpg = [
-            "gpg",
-            "--homedir",
-            home,
-            "--batch",
-            "--yes",
-            "--pinentry-mode",
-            "loopback",
-            "--passphrase",
-            "",
-        ]
-        run(
-            [
-                *gpg,
-                "--quick-gen-key",
-                "vfleet stand-in archive <standin@vfleet.invalid>",
-                "ed25519",
-                "sign",
-                "never",
-            ]
-        )
-        (out / "standin-archive-key.asc").write_text(run([*gpg, "--armor", "--export"]))
-        run([*gpg, "--clearsign", "-o", str(out / "InRelease"), str(out / "Release")])
-        signature = str(out / "Release.gpg")
-        run([*gpg, "--detach-sign", "--armor", "-o", signature, str(out / "Release")])
-        run(["gpgconf", "--homedir", home, "--kill", "all"])
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
@@ -307,7 +216,7 @@ def main() -> int:
     tests_archive(args.out, args.tests)
     for deb in args.add:
         shutil.copy(deb, args.out / deb.name)
-    index_and_sign(args.out)
+    standin_apt.index_and_sign(args.out)
     args.out.chmod(0o755)
     return 0
 

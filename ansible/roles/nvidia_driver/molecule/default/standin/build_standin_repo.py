@@ -32,15 +32,15 @@ Needs dpkg-deb, apt-ftparchive (apt-utils) and gpg: the testbed image has all th
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import subprocess
-import tempfile
 import textwrap
 from pathlib import Path
 
+# Copied beside this file on the host by the scenario's prepare step (ansible/molecule/standin).
+import standin_apt
+from standin_apt import Package
+
 REVISION = "1"  # NVIDIA's CUDA repository for Debian: <upstream>-1
-MAINTAINER = "vfleet test stand-in <standin@vfleet.invalid>"
 STANDIN_NOTE = (
     "vfleet test stand-in: this package has the name and version of NVIDIA's package but "
     "contains no driver; it only lets the nvidia_driver role run on hosts without a GPU."
@@ -187,12 +187,6 @@ depmod -a "$(uname -r)" 2>/dev/null || true
 """
 
 
-def _arch() -> str:
-    return subprocess.run(
-        ["dpkg", "--print-architecture"], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
 def build_deb(
     pool: Path,
     name: str,
@@ -203,49 +197,10 @@ def build_deb(
     scripts: dict[str, str] | None = None,
     arch: str = "",
 ) -> None:
-    """One .deb: files maps an absolute path to (content, mode)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        for path, (content, mode) in files.items():
-            target = root / path.lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, str):
-                content = content.encode()
-            target.write_bytes(content)
-            target.chmod(mode)
-        doc = root / "usr" / "share" / "doc" / name
-        doc.mkdir(parents=True, exist_ok=True)
-        (doc / "README.vfleet-standin").write_text(STANDIN_NOTE + "\n")
-        control = root / "DEBIAN"
-        control.mkdir()
-        control.chmod(0o755)
-        fields = [
-            f"Package: {name}",
-            f"Version: {version}",
-            f"Architecture: {arch or _arch()}",
-            f"Maintainer: {MAINTAINER}",
-            "Section: non-free/libs",
-            "Priority: optional",
-        ]
-        if depends:
-            fields.append(f"Depends: {depends}")
-        if conflicts:
-            fields.append(f"Conflicts: {conflicts}")
-        fields.append(f"Description: {name} (vfleet test stand-in)")
-        fields.append(" " + STANDIN_NOTE)
-        (control / "control").write_text("\n".join(fields) + "\n")
-        for script, body in (scripts or {}).items():
-            (control / script).write_text(body)
-            (control / script).chmod(0o755)
-        # Directories made above follow the umask; dpkg wants them 0755.
-        for dirpath, _, _ in os.walk(root):
-            Path(dirpath).chmod(0o755)
-        out = pool / f"{name}_{version}_{arch or _arch()}.deb"
-        subprocess.run(
-            ["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(root), str(out)],
-            check=True,
-            capture_output=True,
-        )
+    """One nvidia_driver stand-in .deb (standin_apt.build_deb with this role's note)."""
+    package = Package(name, version, STANDIN_NOTE, dict(files), "non-free/libs", depends, conflicts)
+    package.scripts, package.arch = dict(scripts or {}), arch
+    standin_apt.build_deb(pool, package)
 
 
 def driver_set(pool: Path, upstream: str, cuda: str) -> None:
@@ -321,56 +276,6 @@ def driver_set(pool: Path, upstream: str, cuda: str) -> None:
     )
 
 
-def index_and_sign(out: Path) -> None:
-    """Packages, Release, InRelease and Release.gpg of a flat repository, signed here."""
-
-    def run(argv: list[str], **kw: object) -> str:
-        return subprocess.run(argv, check=True, capture_output=True, text=True, **kw).stdout
-
-    (out / "Packages").write_text(run(["apt-ftparchive", "packages", "."], cwd=out))
-    (out / "Release").write_text(
-        run(
-            [
-                "apt-ftparchive",
-                "-o",
-                "APT::FTPArchive::Release::Origin=vfleet-standin",
-                "-o",
-                "APT::FTPArchive::Release::Label=vfleet stand-in of NVIDIA CUDA",
-                "release",
-                ".",
-            ],
-            cwd=out,
-        )
-    )
-    with tempfile.TemporaryDirectory() as home:
-        gpg = [
-            "gpg",
-            "--homedir",
-            home,
-            "--batch",
-            "--yes",
-            "--pinentry-mode",
-            "loopback",
-            "--passphrase",
-            "",
-        ]
-        run(
-            [
-                *gpg,
-                "--quick-gen-key",
-                "vfleet stand-in archive <standin@vfleet.invalid>",
-                "ed25519",
-                "sign",
-                "never",
-            ]
-        )
-        (out / "standin-archive-key.asc").write_text(run([*gpg, "--armor", "--export"]))
-        run([*gpg, "--clearsign", "-o", str(out / "InRelease"), str(out / "Release")])
-        signature = str(out / "Release.gpg")
-        run([*gpg, "--detach-sign", "--armor", "-o", signature, str(out / "Release")])
-        run(["gpgconf", "--homedir", home, "--kill", "all"])
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
@@ -385,7 +290,7 @@ def main() -> int:
     (args.out / "README").write_text(
         textwrap.fill(STANDIN_NOTE + " Built by the role's molecule prepare step.", 92) + "\n"
     )
-    index_and_sign(args.out)
+    standin_apt.index_and_sign(args.out)
     args.out.chmod(0o755)
     return 0
 
