@@ -14,7 +14,7 @@ import pytest
 import yaml
 from cli_run import Result, vfleet
 
-from vfleet.deploy import context, pipeline, ssh_options
+from vfleet.deploy import context, pipeline, ssh_findings, ssh_options
 from vfleet.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,7 +119,7 @@ def test_every_spelling_is_refused_with_the_host_variable_and_option(tmp_path, v
     root = _bundle(tmp_path)
     _host_var(root, "ansible_ssh_common_args", value)
     line = _refused(_validate(root), f"host gpu-01: ansible_ssh_common_args sets {option}, which")
-    assert line.endswith(f"or set {ssh_options.ALLOW}: true if you mean it")
+    assert line.endswith(f"or set {ssh_findings.ALLOW}: true if you mean it")
 
 
 @pytest.mark.parametrize("variable", [*ssh_options.SSH_VARS, ssh_options.PROXY_VAR])
@@ -369,7 +369,7 @@ def test_the_allow_flag_turns_each_refusal_into_one_warning_per_host(tmp_path):
     warnings = _valid(_validate(root))
     assert warnings == [
         f"vfleet: warning: host {host}: ansible_ssh_common_args sets ProxyCommand, which runs a "
-        f"command on this machine at every connection (allowed by {ssh_options.ALLOW}: true)"
+        f"command on this machine at every connection (allowed by {ssh_findings.ALLOW}: true)"
         for host in ("gpu-01", "gpu-02")
     ]
 
@@ -390,9 +390,9 @@ def test_the_allow_flag_can_be_one_hosts_own(tmp_path):
     root = _bundle(tmp_path)
     for host in HOSTS:
         _host_var(root, "ansible_ssh_common_args", "-o ProxyCommand=x", host)
-    _host_var(root, ssh_options.ALLOW, True, "gpu-01")
+    _host_var(root, ssh_findings.ALLOW, True, "gpu-01")
     _refused(_validate(root), "host gpu-02: ansible_ssh_common_args sets ProxyCommand")
-    _host_var(root, ssh_options.ALLOW, True, "gpu-02")
+    _host_var(root, ssh_findings.ALLOW, True, "gpu-02")
     assert len(_valid(_validate(root))) == 2
 
 
@@ -404,7 +404,7 @@ def test_the_allow_flag_can_be_one_hosts_own(tmp_path):
             "vfleet_allow_ssh_commands: Input should be a valid boolean",
         ),
         (
-            lambda r: _host_var(r, ssh_options.ALLOW, 1),
+            lambda r: _host_var(r, ssh_findings.ALLOW, 1),
             "vfleet_allow_ssh_commands: Input should be a valid boolean",
         ),
         (

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vfleet.deploy import argspecs, pins, ssh_options
+from vfleet.deploy import argspecs, pins, ssh_findings, ssh_options
 from vfleet.deploy.bundle import bundle_root
 from vfleet.deploy.inventory import Host, ansible_hosts, ansible_inventory, playbook_vars
 from vfleet.errors import UserError
@@ -267,7 +267,7 @@ def check_ssh_config(
     else the bundle's), and, while no inventory lists a host yet, group_vars' SSH variables
     (with hosts, check_ssh_hosts sees them as each host gets them)."""
     site = ansible_site(env, root)
-    allowed = ssh_options.allow_flag(origin.get(ssh_options.ALLOW, "group_vars"), values)
+    allowed = ssh_options.allow_flag(origin.get(ssh_findings.ALLOW, "group_vars"), values)
     config = Path(os.environ.get("ANSIBLE_CONFIG") or root / "ansible" / "ansible.cfg")
     config = config / "ansible.cfg" if config.is_dir() else config
     warnings = ssh_options.check_ansible_cfg(config, site, allowed)

@@ -24,7 +24,8 @@ from vfleet.errors import UserError
 from vfleet.perf import bands
 from vfleet.perf import model as perf
 from vfleet.perf.params import Fit, PerfParams, default_fit
-from vfleet.perf.simulate import Client, EngineLimits, Trajectory, replay
+from vfleet.perf.simulate import Client, EngineLimits, replay
+from vfleet.perf.trajectory import Trajectory
 from vfleet.plan import shape
 from vfleet.plan.candidate import Candidate
 from vfleet.plan.cluster import ClusterSpec
