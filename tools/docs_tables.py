@@ -206,8 +206,9 @@ def roles(root: Path) -> list[Path]:
 # --- Terraform -----------------------------------------------------------------------------
 
 
-def hcl_variables(path: Path) -> dict[str, dict[str, Any]]:
-    """The `variable` blocks of a .tf file, by name, as python-hcl2 reads them."""
+def hcl_blocks(path: Path, kind: str) -> dict[str, dict[str, Any]]:
+    """The labelled blocks of one kind (variable, module) of a .tf file, by label, as
+    python-hcl2 reads them."""
     try:
         import hcl2
     except ImportError as exc:
@@ -219,11 +220,28 @@ def hcl_variables(path: Path) -> dict[str, dict[str, Any]]:
         raise DocsError(f"{path}: cannot read it ({exc.__class__.__name__})") from exc
     except Exception as exc:  # python-hcl2 raises lark's many parse errors
         raise DocsError(f"{path}: not valid HCL ({exc.__class__.__name__})") from exc
-    return {
-        unquote(label): body
-        for block in parsed.get("variable", [])
-        for label, body in block.items()
-    }
+    return {unquote(label): body for block in parsed.get(kind, []) for label, body in block.items()}
+
+
+def hcl_variables(path: Path) -> dict[str, dict[str, Any]]:
+    return hcl_blocks(path, "variable")
+
+
+def validated_by_modules(env: Path) -> dict[str, str]:
+    """The variables an env passes unchanged (`arg = var.NAME`) to a module argument the
+    module validates, each with that module's folder: the env relies on the module's
+    validation instead of repeating it."""
+    covered: dict[str, str] = {}
+    for call in hcl_blocks(env / "main.tf", "module").values():
+        module = (env / unquote(str(call["source"]))).resolve()
+        checked = {
+            n for n, b in hcl_variables(module / "variables.tf").items() if b.get("validation")
+        }
+        for argument, value in call.items():
+            passed = re.fullmatch(r"\$\{var\.(\w+)\}", str(value))
+            if passed and argument in checked:
+                covered[passed.group(1)] = f"modules/{module.name}"
+    return covered
 
 
 def unquote(text: str) -> str:
@@ -267,13 +285,21 @@ def input_default(body: dict[str, Any]) -> str:
     return shorten(hcl_expression(body["default"]), MAX_DEFAULT_CHARS, "(cut)")
 
 
-def input_rows(variables: dict[str, dict[str, Any]]) -> list[list[str]]:
+def validated(body: dict[str, Any], by_module: str | None) -> str:
+    if body.get("validation"):
+        return "yes"
+    return f"by {by_module}" if by_module else "no"
+
+
+def input_rows(
+    variables: dict[str, dict[str, Any]], by_modules: dict[str, str] | None = None
+) -> list[list[str]]:
     return [
         [
             code(name),
             hcl_type(body),
             input_default(body),
-            "yes" if body.get("validation") else "no",
+            validated(body, (by_modules or {}).get(name)),
             prose(unquote(str(body.get("description", "")))),
         ]
         for name, body in variables.items()
@@ -282,7 +308,9 @@ def input_rows(variables: dict[str, dict[str, Any]]) -> list[list[str]]:
 
 def inputs_table(variables_tf: Path, sources: str = "variables.tf") -> str:
     header = ["Name", "Type", "Default", "Validated", "Description"]
-    rows = input_rows(hcl_variables(variables_tf))
+    env = variables_tf.parent
+    by_modules = validated_by_modules(env) if (env / "main.tf").is_file() else {}
+    rows = input_rows(hcl_variables(variables_tf), by_modules)
     return "\n".join([NOTE.format(sources=sources), "", *table(header, rows)])
 
 

@@ -14,6 +14,7 @@ temporary backend path, so the repository's terraform/ tree is left as it was (c
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -243,14 +244,29 @@ def test_module_has_the_common_file_set(name: str) -> None:
     assert list((directory / "tests").glob("*.tftest.hcl")), f"{name} has no tests"
 
 
+def validated_by_modules(env: Path) -> set[str]:
+    """The env's variables it passes unchanged to a module that validates them (the
+    generator of the READMEs' tables says so in their Validated column)."""
+    spec = importlib.util.spec_from_file_location("docs_tables", REPO / "tools" / "docs_tables.py")
+    assert spec is not None and spec.loader is not None
+    docs_tables = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("docs_tables", docs_tables)  # its dataclasses look themselves up
+    spec.loader.exec_module(docs_tables)
+    return set(docs_tables.validated_by_modules(env))
+
+
 @pytest.mark.parametrize("rel", [f"modules/{m}" for m in MODULES] + [f"envs/{e}" for e in ENVS])
 def test_every_variable_is_described_typed_and_validated(rel: str) -> None:
     found = variables(TF_DIR / rel)
     assert found, f"{rel} has no variables"
+    by_modules = validated_by_modules(TF_DIR / rel) if rel.startswith("envs/") else set()
     for name, body in found.items():
         assert unquote(body.get("description", "")).strip(), f"{rel}: var.{name} undescribed"
         assert body.get("type"), f"{rel}: var.{name} has no type"
         checks = body.get("validation", [])
+        if name in by_modules:
+            assert not checks, f"{rel}: var.{name} repeats the validation of the module"
+            continue
         assert checks, f"{rel}: var.{name} has no validation"
         for check in checks:
             assert f"var.{name}" in check["condition"], f"{rel}: var.{name} validation"

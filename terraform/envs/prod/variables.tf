@@ -13,11 +13,6 @@ variable "cluster_name" {
   description = "Name of the prod cluster: prefix of rented nodes' names, and the inventory's cluster."
   type        = string
   default     = "prod"
-
-  validation {
-    condition     = can(regex("^[a-z][a-z0-9-]{0,40}$", var.cluster_name))
-    error_message = "cluster_name must be 1-41 characters of a-z, 0-9 and -, starting with a letter."
-  }
 }
 
 variable "cloud" {

@@ -2,11 +2,6 @@ variable "cluster_name" {
   description = "Name of the staging cluster: prefix of its node names (<cluster_name>-1, ...)."
   type        = string
   default     = "staging"
-
-  validation {
-    condition     = can(regex("^[a-z][a-z0-9-]{0,40}$", var.cluster_name))
-    error_message = "cluster_name must be 1-41 characters of a-z, 0-9 and -, starting with a letter."
-  }
 }
 
 variable "cloud" {

@@ -43,22 +43,6 @@ run "variables_reach_the_module" {
   }
 }
 
-run "rejects_unknown_profile" {
-  command = plan
-  variables {
-    profile = "a100"
-  }
-  expect_failures = [var.profile]
-}
-
-run "rejects_too_many_hosts" {
-  command = plan
-  variables {
-    host_count = 201
-  }
-  expect_failures = [var.host_count]
-}
-
 run "rejects_relative_artifacts_dir" {
   command = plan
   variables {

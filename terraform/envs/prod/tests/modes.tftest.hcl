@@ -133,14 +133,6 @@ run "rejects_bad_region" {
   expect_failures = [var.cloud]
 }
 
-run "rejects_bad_cluster_name" {
-  command = plan
-  variables {
-    cluster_name = "PROD"
-  }
-  expect_failures = [var.cluster_name]
-}
-
 run "rejects_relative_artifacts_dir" {
   command = plan
   variables {
