@@ -23,7 +23,7 @@ step "KV budget: Llama-3.1-8B on one H100 80GB, vLLM 0.33"
 "$vfleet" budget --model meta-llama/Llama-3.1-8B-Instruct --gpu "NVIDIA H100 80GB HBM3" \
   --max-model-len 8192 --mean-context-len 2048 | tee "$report/llama-3.1-8b-h100.txt"
 
-step "Plan: DeepSeek-V3 on the seed chapter's 2 x 8 H100 cluster joined by 25 GbE (chat workload)"
+step "Plan: DeepSeek-V3 on the rules' counterexample, a 2 x 8 H100 cluster joined by 25 GbE (chat workload)"
 "$vfleet" plan --cluster "$root/examples/clusters/2x8-h100-25gbe.yaml" \
   --model deepseek-ai/DeepSeek-V3 --workload chat --out "$report/plan-deepseek-v3-2x8-h100.json" \
   | tee "$report/plan-deepseek-v3-2x8-h100.txt"

@@ -41,7 +41,7 @@ def test_pinned_kv_bytes_give_exact_block_arithmetic():
             version="0.20.0",
         )
     )
-    # vllm-reference.md §2.10: 38,199 blocks, 611,184 tokens, 3.73x at 163,840 tokens
+    # docs/references.md#worked-numbers: 38,199 blocks, 611,184 tokens, 3.73x at 163,840 tokens
     assert b.kv_bytes_per_token == 70_272
     assert b.num_blocks == 38_199
     assert b.kv_tokens == 611_184

@@ -1,4 +1,4 @@
-"""Bytes per token and block arithmetic against the worked numbers in vllm-reference.md §2."""
+"""Bytes per token and block arithmetic against docs/references.md#worked-numbers."""
 
 import pytest
 

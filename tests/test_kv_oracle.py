@@ -101,7 +101,8 @@ def test_each_release_ran_its_own_sources(oracle_results: dict[str, dict]) -> No
 
 
 def test_oracle_reproduces_the_public_dsv4_flash_logs(oracle_results: dict[str, dict]) -> None:
-    """vLLM 0.23 on 2 x H200, 34,448,757,120 KV bytes, M 8192 (shared/docs/dsv4-kv.md)."""
+    """vLLM 0.23 on 2 x H200, 34,448,757,120 KV bytes, M 8192
+    (docs/references.md#deepseek-v4-kv)."""
     want = {4096: 90_841, 262144: 2_175_276}
     for length, tokens in want.items():
         got = oracle_results[f"DeepSeek-V4-Flash-0.23.0-L{length}-M8192"]

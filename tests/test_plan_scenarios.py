@@ -1,4 +1,5 @@
-"""The planner against the high-concurrency chapter's scenarios and the estimator's known limits."""
+"""The planner against the scenarios of docs/high-concurrency-rules.md and the estimator's
+known limits."""
 
 from pathlib import Path
 
@@ -25,7 +26,7 @@ def _plan(cluster: str, model: str, workload: str = "chat"):
 
 
 def test_seed_counterexample_tp_fills_the_node_pp2_across_never_tp16():
-    """The high-concurrency chapter's two-node Ethernet example: TP fills each node, PP is
+    """The two-node Ethernet failure of docs/high-concurrency-rules.md: TP fills each node, PP is
     what crosses the slow link, TP16 and expert traffic across Ethernet are refused. EP
     inside the node stays a valid choice; under this TPOT target it holds fewer sequences."""
     winner, ranked = _plan("2x8-h100-25gbe.yaml", "deepseek-ai/DeepSeek-V3")

@@ -4,7 +4,7 @@ Every V4 layer keeps a sliding-window cache; compressed layers (ratio 4, "CSA", 
 "HCA") add a compressed full-length cache and an fp32 compressor state, and CSA layers an
 indexer cache and its compressor state. vLLM groups these into one full-MLA group and window
 groups that share one block pool. Sources are files of the vLLM release wheels (paths inside
-the `vllm/` package of 0.23.0 unless named), as summarised in the dsv4-kv notes:
+the `vllm/` package of 0.23.0 unless named), as summarised in docs/references.md#deepseek-v4-kv:
 
 - per-layer specs: models/deepseek_v4/attention.py (get_kv_cache_spec, the indexer cache),
   models/deepseek_v4/compressor.py (CompressorStateCache), v1/attention/backends/mla/

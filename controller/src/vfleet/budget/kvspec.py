@@ -1,6 +1,6 @@
 """KV-cache layout per rank: bytes per token, blocks, and token capacity, as vLLM counts them.
 
-Three shapes, following vLLM's get_kv_cache_groups (see vllm-reference.md §2):
+Three shapes, following vLLM's get_kv_cache_groups (docs/references.md#kv-cache-groups):
 - all layers full attention (GQA/MHA, MLA, MLA + V3.2 indexer): one group, a block holds
   block_size tokens of every layer;
 - full + sliding-window layers (Gemma-2/3, gpt-oss): layers split into equal-size groups that
@@ -30,7 +30,8 @@ KV_DTYPES = (
     "fp8_per_token_head",
 )
 
-# Bytes per token per layer of DeepSeek's packed FP8 latent formats (vllm-reference §2.3).
+# Bytes per token per layer of DeepSeek's packed FP8 latent formats
+# (docs/references.md#bytes-per-token).
 FP8_DS_MLA_ROW = 656
 DSV4_ROW = 584
 INDEXER_ROW_DSV32 = 132
@@ -105,7 +106,7 @@ def layer_row_bytes(spec: ModelSpec, kv_dtype: str, dtype_bytes: int, tp: int) -
 def default_block_size(
     spec: ModelSpec, kv_dtype: str, version: tuple[int, int, int], arch: str
 ) -> int:
-    """The block size vLLM picks when --block-size is not given (vllm-reference §2.7)."""
+    """The block size vLLM picks when --block-size is not given (docs/references.md#block-size)."""
     if spec.is_dsv4:
         return 256
     if spec.is_mla:

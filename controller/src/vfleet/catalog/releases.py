@@ -1,7 +1,8 @@
 """vLLM version parsing and the per-release behaviour that moves the KV budget.
 
-Boundaries come from ../shared/docs/vllm-reference.md (§1.3, §1.6, §3.2), which read them off
-the released wheels. Releases between two listed ones take the behaviour of the older one.
+Boundaries were read off the released wheels (docs/references.md#budget-history,
+#capacity-log-lines, #batch-defaults). Releases between two listed ones take the behaviour of
+the older one.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """`vfleet doctor`: read a running deployment's metrics (and logs), name what is wrong and
 the first knob to turn, with the evidence and the numbers from the budget engine.
 
-The seed chapter's last two questions, answered from the running system:
+The high-concurrency rules' last two questions (docs/high-concurrency-rules.md), answered
+from the running system:
 - tail latency collapses while throughput rises: chunked prefill off, or overload?
 - OOM or frequent preemption: which knob first, instead of a blind restart?
 """

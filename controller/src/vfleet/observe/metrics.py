@@ -1,6 +1,6 @@
 """Read vLLM's Prometheus /metrics text into the signals `vfleet doctor` reasons about.
 
-Metric names moved between releases (vllm-reference.md §7); each signal lists every name it
+Metric names moved between releases (docs/references.md#metrics); each signal lists every name it
 has had, newest first, so one parser serves 0.8 through 0.33:
 - KV usage: vllm:kv_cache_usage_perc (was vllm:gpu_cache_usage_perc until 0.12);
 - inter-token latency: vllm:inter_token_latency_seconds (was

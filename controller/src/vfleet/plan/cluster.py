@@ -102,7 +102,7 @@ class ClusterSpec:
         One whose TP or expert traffic crosses nodes is kept on the sound hosts where they
         can hold one such engine (the degraded hosts then idle). Otherwise the sound hosts
         are filled first, and the degraded links are costed at their measured bandwidth only
-        if an engine lands on them (pipeline traffic, the seed chapter's way across slow
+        if an engine lands on them (pipeline traffic, the rules' way across slow
         links, or a cluster too small to leave them out).
         """
         if not self.degraded or engine_gpus <= self.gpus_per_node:

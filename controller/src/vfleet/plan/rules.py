@@ -1,6 +1,7 @@
-"""The rules a layout must pass before it is costed: the high-concurrency chapter's (TP never
+"""The rules a layout must pass before it is costed: docs/high-concurrency-rules.md (TP never
 across slow links, expert traffic inside fast domains, PP only as the fallback across nodes)
-and vLLM's own limits (divisibility, what each release supports, FP8 block shapes).
+and vLLM's own limits (divisibility, what each release supports, FP8 block shapes;
+docs/references.md#parallel-combinations).
 
 Each rule returns the reason it refuses a layout, or "" when it has nothing against it; the
 first reason wins, so the order below is the order an operator reads them in.

@@ -1,10 +1,10 @@
 """The parallel planner: every valid layout for a model on a cluster, memory-checked by the
 budget engine, costed by the step model, ranked against the workload's SLOs.
 
-The seed chapter's rules are hard constraints, each with the reason printed when it rejects
-a layout: TP only inside an NVLink domain; expert traffic (EP, or MoE sharded over DP) only
-inside a high-bandwidth domain unless the fabric is InfiniBand/RoCE with enough measured
-bandwidth; PP is what crosses slow links.
+The rules of docs/high-concurrency-rules.md are hard constraints, each with the reason
+printed when it rejects a layout: TP only inside an NVLink domain; expert traffic (EP, or
+MoE sharded over DP) only inside a high-bandwidth domain unless the fabric is
+InfiniBand/RoCE with enough measured bandwidth; PP is what crosses slow links.
 """
 
 from __future__ import annotations
@@ -288,9 +288,9 @@ BAND_TIE = 0.5  # p10-p90 bands sharing more than this share of the narrower one
 
 
 def _simplicity(ev: Evaluated) -> tuple[int, int, bool, int, int]:
-    """Among ties: more of the cluster in use, fewer pipeline stages, EP for MoE (the
-    high-concurrency chapter's preference), less DCP, more replicas (independent failure
-    domains)."""
+    """Among ties: more of the cluster in use, fewer pipeline stages, EP for MoE
+    (docs/high-concurrency-rules.md#ep-inside-fast-domains), less DCP, more replicas
+    (independent failure domains)."""
     c = ev.candidate
     return (-ev.gpus_used, c.pp, not c.ep, c.dcp, -ev.replicas)
 

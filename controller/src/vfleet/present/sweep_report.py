@@ -3,8 +3,9 @@
 The sweep: the ledger's sweep lines of each engine, output tok/s, TPOT p99 and preemptions
 against the load test's concurrency, with the plan's max-num-seqs and the KV cache's
 ceiling at the run's lengths marked; past that ceiling more concurrency buys only
-preemption (the high-concurrency chapter's curve). The calibration: what planning with the
-cluster's own calibration changed, against the bundled fit.
+preemption (docs/high-concurrency-rules.md#max-num-seqs-from-the-kv-budget). The
+calibration: what planning with the cluster's own calibration changed, against the bundled
+fit.
 """
 
 from __future__ import annotations
