@@ -1,16 +1,26 @@
 """The controller's shape, checked: imports between its packages run one way (no cycle, the
-bottom package stands alone), no product module reaches into tests/, and modules stay small
-enough to read in one sitting (docs/architecture.md)."""
+bottom package stands alone), no product module reaches into tests/, and every Python file of
+the repository (tests aside) stays small enough to read in one sitting (docs/architecture.md)."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
 from collections import defaultdict
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "controller" / "src"
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "controller" / "src"
 SHARED = {"errors", "data"}  # plain leaves every package may use
 MAX_LINES = 460
+# Files over the cap until they are split by job; each says why it waits. An entry that is no
+# longer over the cap fails test_each_allowance_is_still_needed, so it is removed with the split.
+OVER_CAP_ALLOWED: dict[str, str] = {
+    # The GPU kernel-timing script (run by hand on a GPU host); no change has split it yet.
+    "tools/gpu/measure_h200_kernels.py": "not yet split into its measurement sections",
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -89,10 +99,52 @@ def test_no_product_module_imports_tests():
     assert offenders == []
 
 
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def _python_files() -> dict[str, Path]:
+    """Every Python file git tracks or would track (untracked but not ignored), tests/ aside:
+    the tests and their fixtures are exempt."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "*.py"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+            timeout=60,
+        ).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: the tracked files cannot be listed")
+    names = {name for name in listed.split("\0") if name and not name.startswith("tests/")}
+    return {name: REPO / name for name in sorted(names) if (REPO / name).is_file()}
+
+
 def test_modules_stay_short():
     long = {
         str(path.relative_to(SRC)): n
         for path in _modules().values()
-        if (n := len(path.read_text().splitlines())) > MAX_LINES
+        if (n := _lines(path)) > MAX_LINES
     }
     assert long == {}, f"split these by job: {long}"
+
+
+def test_every_python_file_stays_short():
+    files = _python_files()
+    assert "controller/tools/flag_registry/generate.py" in files  # the listing reaches tools
+    long = {
+        name: n
+        for name, path in files.items()
+        if name not in OVER_CAP_ALLOWED and (n := _lines(path)) > MAX_LINES
+    }
+    assert long == {}, f"split these by job (at most {MAX_LINES} lines each): {long}"
+
+
+def test_each_allowance_is_still_needed():
+    files = _python_files()
+    settled = {
+        name: _lines(files[name]) if name in files else "gone"
+        for name in OVER_CAP_ALLOWED
+        if name not in files or _lines(files[name]) <= MAX_LINES
+    }
+    assert settled == {}, f"remove these from OVER_CAP_ALLOWED, they fit now: {settled}"

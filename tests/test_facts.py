@@ -14,6 +14,7 @@ from typing import Any
 
 import ci_gate
 import pytest
+import yaml
 
 from vfleet.deploy import pins
 from vfleet.errors import UserError
@@ -552,15 +553,53 @@ def _collect(tmp_path: Path, env: dict[str, str], *args: str) -> dict[str, Any]:
     return json.loads(out.read_text())
 
 
+def _collector_files() -> list[str]:
+    """The files the role ships (its vars/main.yml): the entry and its sibling modules."""
+    role = COLLECTOR.parents[1]
+    shipped: list[str] = yaml.safe_load((role / "vars" / "main.yml").read_text())[
+        "_topology_probe_collector_files"
+    ]
+    return shipped
+
+
 def test_collector_is_python38_stdlib_only():
-    tree = ast.parse(COLLECTOR.read_text(), feature_version=(3, 8))
-    imported = {
-        alias.name.split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module)])
-    }
-    assert imported <= set(sys.stdlib_module_names) | {"__future__"}
+    siblings = {Path(name).stem for name in _collector_files()}
+    for name in _collector_files():
+        tree = ast.parse((COLLECTOR.parent / name).read_text(), feature_version=(3, 8))
+        imported = {
+            alias.name.split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module)])
+        }
+        assert imported <= set(sys.stdlib_module_names) | {"__future__"} | siblings, name
+
+
+def test_the_role_ships_every_collector_module():
+    on_disk = sorted(p.name for p in COLLECTOR.parent.glob("*.py"))
+    assert sorted(_collector_files()) == on_disk
+    assert COLLECTOR.name in on_disk
+
+
+def test_the_shipped_collector_runs_alone_and_leaves_no_bytecode(tmp_path):
+    """What the role copies is all the entry imports, and running it adds no __pycache__
+    (the clean-up removes only the copied files)."""
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    for name in _collector_files():
+        (remote / name).write_bytes((COLLECTOR.parent / name).read_bytes())
+    out = remote / "probe.json"
+    proc = subprocess.run(
+        [sys.executable, str(remote / COLLECTOR.name), "--out", str(out), "--host", "h"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": str(tmp_path)},  # no nvidia-smi: quick, and still a record
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["schema"] == "vfleet.probe/1"
+    assert sorted(p.name for p in remote.iterdir()) == sorted([*_collector_files(), "probe.json"])
 
 
 def test_collector_with_a_standin_nvidia_smi(tmp_path):

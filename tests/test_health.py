@@ -506,7 +506,8 @@ def test_the_collector_reads_the_physical_network_functions_links(tmp_path):
 
     from test_facts import COLLECTOR
 
-    spec = importlib.util.spec_from_file_location("vfleet_probe", COLLECTOR)
+    sysfs_reader = COLLECTOR.with_name("vfleet_probe_sysfs.py")
+    spec = importlib.util.spec_from_file_location("vfleet_probe_sysfs", sysfs_reader)
     assert spec and spec.loader
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)

@@ -19,293 +19,42 @@ process of the testbed remains. `stop_host` and `start_host` power one host off 
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from vfleet_testbed import base, network
+from vfleet_testbed.access import stage_gpu, write_access
+from vfleet_testbed.checks import NAME_RE, check_machine, parse_bind_ro, validate
 from vfleet_testbed.errors import TestbedError, UsageError
-from vfleet_testbed.profiles import PROFILES, SHAPES, fixtures_root
+from vfleet_testbed.processes import alive, children, send_signal, start_time
+from vfleet_testbed.profiles import PROFILES, SHAPES
+from vfleet_testbed.state import DEFAULT_NAME, Host, Testbed, load, run_root, state_dir
 
-DEFAULT_NAME = "tb"
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
-HOST_RE = re.compile(r"^[a-z][a-z0-9-]{0,12}$")  # v-<host> must fit IFNAMSIZ
-RESERVED_HOSTS = {"hub", "ctl"}
+# What callers and tests reach through this module (the split modules hold them).
+__all__ = [
+    "DEFAULT_NAME",
+    "Host",
+    "Testbed",
+    "alive",
+    "all_names",
+    "check_machine",
+    "down",
+    "load",
+    "parse_bind_ro",
+    "running",
+    "start_host",
+    "status",
+    "stop_host",
+    "up",
+]
+
 BOOT_DEADLINE_S = 60.0
 STOP_DEADLINE_S = 20.0
-TOOLS = {
-    "ip": "iproute2",
-    "tc": "iproute2",
-    "systemd-nspawn": "systemd-container",
-    "nc": "netcat-openbsd",
-    "ssh": "openssh-client",
-    "ssh-keygen": "openssh-client",
-}
-SSH_OPTIONS = (
-    "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o IdentitiesOnly=yes "
-    "-o LogLevel=ERROR -o ControlMaster=no -o ControlPath=none"
-)
-
-
-def run_root() -> Path:
-    return Path(os.environ.get("VFLEET_TESTBED_RUN", "/run/vfleet-testbed"))
-
-
-def state_dir(name: str) -> Path:
-    return run_root() / name
-
-
-@dataclass
-class Host:
-    name: str
-    address: str
-    netns: str
-    machine: str
-    log: str
-    pid: int | None = None
-    start_time: int | None = None  # /proc/<pid>/stat field 22: guards against PID reuse
-    leader_pid: int | None = None  # the container's PID 1 as this machine sees it
-    system_state: str | None = None
-
-
-@dataclass
-class Testbed:
-    name: str
-    profile: str
-    shape: str
-    rate_mbit: int | None
-    state_dir: str
-    image: str
-    key: str
-    hub_netns: str
-    controller_netns: str
-    controller_address: str
-    inventory: str
-    ssh_config: str
-    proxy: str
-    hosts: list[Host] = field(default_factory=list)
-    bind_ro: list[str] = field(default_factory=list)  # "SRC:DST", read-only in every host
-    created_at: str = ""
-    up_seconds: float | None = None
-    image_build_seconds: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        data = dict(self.__dict__)
-        data["hosts"] = [dict(h.__dict__) for h in self.hosts]
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Testbed:
-        hosts = [Host(**h) for h in data.get("hosts", [])]
-        return cls(**{**data, "hosts": hosts})
-
-    def save(self) -> None:
-        path = Path(self.state_dir) / "state.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1) + "\n")
-        tmp.replace(path)
-
-
-def load(name: str) -> Testbed | None:
-    try:
-        return Testbed.from_json(json.loads((state_dir(name) / "state.json").read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-# --- processes -------------------------------------------------------------------------
-
-
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time) of a process, None when it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
-    return fields[0], int(fields[19])
-
-
-def start_time(pid: int) -> int | None:
-    stat = _stat(pid)
-    return stat[1] if stat else None
-
-
-def alive(pid: int | None, started: int | None) -> bool:
-    """The same process (not a reused PID) still runs; a zombie counts as gone."""
-    if pid is None:
-        return False
-    stat = _stat(pid)
-    return stat is not None and stat[0] != "Z" and (started is None or stat[1] == started)
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return found
-
-
-def _signal(pid: int, sig: int, group: bool = False) -> None:
-    try:
-        if group:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-# --- validation ------------------------------------------------------------------------
-
-
-def check_machine(need_debootstrap: bool) -> None:
-    if os.geteuid() != 0:
-        raise UsageError("testbed needs root (network namespaces, systemd-nspawn); run as root")
-    tools = dict(TOOLS, debootstrap="debootstrap") if need_debootstrap else TOOLS
-    missing = sorted({pkg for tool, pkg in tools.items() if shutil.which(tool) is None})
-    if missing:
-        raise UsageError(f"missing tools; apt-get install {' '.join(missing)}")
-
-
-def validate(
-    count: int, profile: str, name: str, shape: str | None, hosts: list[str] | None
-) -> list[str]:
-    """Host names for a valid request; UsageError (exit 2) with one line otherwise."""
-    if count < 1:
-        raise UsageError(f"N must be at least 1 (got {count})")
-    if count > network.MAX_HOSTS:
-        raise UsageError(f"N must be at most {network.MAX_HOSTS} (got {count})")
-    if profile not in PROFILES:
-        raise UsageError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
-    if shape is not None and shape not in SHAPES:
-        raise UsageError(f"unknown shape {shape!r}; choose one of: {', '.join(SHAPES)}")
-    if not NAME_RE.match(name):
-        raise UsageError(f"bad name {name!r}: 1-32 of a-z 0-9 _ -, starting with a letter/digit")
-    names = hosts or [f"h{i + 1}" for i in range(count)]
-    if len(names) != count:
-        raise UsageError(f"--hosts lists {len(names)} names for N={count}")
-    for host in names:
-        if not HOST_RE.match(host) or host in RESERVED_HOSTS:
-            raise UsageError(
-                f"bad host name {host!r}: 1-13 of a-z 0-9 -, starting with a letter; not hub or ctl"
-            )
-    if len(set(names)) != len(names):
-        raise UsageError("--hosts repeats a name")
-    return names
-
-
-def parse_bind_ro(specs: list[str]) -> list[str]:
-    """`SRC[:DST]` specs as "SRC:DST" (absolute, normalised); UsageError (exit 2) otherwise."""
-    binds: list[str] = []
-    targets: set[str] = set()
-    gpu = Path(base.GPU_MOUNT)
-    for spec in specs:
-        src, sep, dst = spec.partition(":")
-        dst = dst if sep else src
-        # nspawn reads a further ':' as mount options; paths with one are not worth escaping.
-        if not src or not dst or ":" in dst:
-            raise UsageError(f"bad --bind-ro {spec!r}: want SRC[:DST], paths without ':'")
-        if not (src.startswith("/") and dst.startswith("/")):
-            raise UsageError(f"bad --bind-ro {spec!r}: SRC and DST must be absolute paths")
-        src, dst = os.path.normpath(src), os.path.normpath(dst)
-        if not Path(src).exists():
-            raise UsageError(f"bad --bind-ro {spec!r}: {src} does not exist")
-        target = Path(dst)
-        # The GPU fixture is bound at GPU_MOUNT; a bind on, above or below it would hide it.
-        if dst == "/" or target == gpu or gpu in target.parents or target in gpu.parents:
-            raise UsageError(f"bad --bind-ro {spec!r}: {dst} is / or overlaps {base.GPU_MOUNT}")
-        if dst in targets:
-            raise UsageError(f"bad --bind-ro {spec!r}: another bind already targets {dst}")
-        targets.add(dst)
-        binds.append(f"{src}:{dst}")
-    return binds
-
-
-# --- files the testbed writes ----------------------------------------------------------
-
-
-def _stage_gpu(directory: Path, profile: str) -> None:
-    """The profile's fixture plus the stand-in, as the hosts will see it at GPU_MOUNT."""
-    source = fixtures_root()
-    fixture = source / PROFILES[profile].fixture
-    if not fixture.is_dir() or not (source / base.STANDIN).is_file():
-        raise TestbedError(
-            f"GPU fixtures not found at {source}; set VFLEET_GPU_HOSTS to tests/data/gpu-hosts"
-        )
-    shutil.copytree(fixture, directory)
-    shutil.copy2(source / base.STANDIN, directory / base.STANDIN)
-    (directory / base.STANDIN).chmod(0o755)
-    p = PROFILES[profile]
-    (directory / "profile.json").write_text(
-        json.dumps({"profile": p.name, "fixture": p.fixture, "gpu": p.gpu, "gpus": p.gpus}) + "\n"
-    )
-
-
-def _write_access(tb: Testbed) -> None:
-    """proxy, ssh_config and inventory.yml: everything a tool needs to reach the hosts."""
-    proxy = Path(tb.proxy)
-    proxy.write_text(
-        "#!/bin/sh\n"
-        f"# ssh ProxyCommand for testbed {tb.name}: connect from its controller namespace,\n"
-        "# the only one with a way onto the hosts' bridge. Usage: proxy HOST PORT\n"
-        f'exec ip netns exec {tb.controller_netns} nc -q0 "$1" "$2"\n'
-    )
-    proxy.chmod(0o755)
-    lines = [f"# Written by `testbed up` for testbed {tb.name}; use: ssh -F {tb.ssh_config} h1"]
-    for h in tb.hosts:
-        lines += [f"Host {h.name}", f"    HostName {h.address}"]
-    lines += [
-        "Host *",
-        "    User root",
-        f"    IdentityFile {tb.key}",
-        "    IdentitiesOnly yes",
-        "    BatchMode yes",
-        "    StrictHostKeyChecking no",
-        "    UserKnownHostsFile /dev/null",
-        "    LogLevel ERROR",
-        "    ControlMaster no",
-        "    ControlPath none",
-        "    ConnectTimeout 10",
-        f"    ProxyCommand {tb.proxy} %h %p",
-        "",
-    ]
-    Path(tb.ssh_config).write_text("\n".join(lines))
-    inventory = {
-        "all": {
-            "vars": {
-                "ansible_user": "root",
-                "ansible_ssh_private_key_file": tb.key,
-                "ansible_ssh_common_args": f'{SSH_OPTIONS} -o ProxyCommand="{tb.proxy} %h %p"',
-                "ansible_python_interpreter": "/usr/bin/python3",
-                "testbed_name": tb.name,
-                "testbed_profile": tb.profile,
-                "testbed_shape": tb.shape,
-                "testbed_gpu_fixture": base.GPU_MOUNT,
-            },
-            "children": {
-                "gpu_hosts": {"hosts": {h.name: {"ansible_host": h.address} for h in tb.hosts}}
-            },
-        }
-    }
-    header = (
-        f"# Written by `testbed up` for testbed {tb.name} (profile {tb.profile}, "
-        f"shape {tb.shape}); removed by `testbed down --name {tb.name}`.\n"
-    )
-    Path(tb.inventory).write_text(header + yaml.safe_dump(inventory, sort_keys=False))
-
 
 # --- up --------------------------------------------------------------------------------
 
@@ -417,7 +166,7 @@ def _wait_for_systemd(tb: Testbed, deadline: float, hosts: list[Host] | None = N
         h.system_state = out.strip() or None
         if h.system_state not in ("running", "degraded"):
             failed.append(f"{h.name}: {h.system_state or err.strip() or 'no answer over ssh'}")
-        kids = _children(h.pid) if h.pid else []
+        kids = children(h.pid) if h.pid else []
         h.leader_pid = kids[0] if kids else None
     tb.save()
     if failed:
@@ -480,8 +229,8 @@ def up(
     )
     tb.save()
     try:
-        _stage_gpu(directory / "gpu", profile)
-        _write_access(tb)
+        stage_gpu(directory / "gpu", profile)
+        write_access(tb)
         network.create_hub(name)
         network.attach(name, "ctl", network.CONTROLLER_ADDRESS)
         for h in tb.hosts:
@@ -521,15 +270,15 @@ def _mounts_of(name: str) -> list[str]:
 def _power_off(hosts: list[Host]) -> None:
     """SIGTERM each host's nspawn, wait, then SIGKILL whatever still runs."""
     for h in hosts:
-        _signal(h.pid or 0, signal.SIGTERM)  # nspawn powers the container off cleanly
+        send_signal(h.pid or 0, signal.SIGTERM)  # nspawn powers the container off cleanly
     deadline = time.monotonic() + STOP_DEADLINE_S
     while any(alive(h.pid, h.start_time) for h in hosts) and time.monotonic() < deadline:
         time.sleep(0.1)
     for h in hosts:
         if alive(h.pid, h.start_time):
-            for kid in _children(h.pid or 0):
-                _signal(kid, signal.SIGKILL)  # the container's PID 1 takes its namespace along
-            _signal(h.pid or 0, signal.SIGKILL, group=True)
+            for kid in children(h.pid or 0):
+                send_signal(kid, signal.SIGKILL)  # the container's PID 1 takes its namespace along
+            send_signal(h.pid or 0, signal.SIGKILL, group=True)
 
 
 def _forget_machine(host: Host) -> None:
@@ -555,7 +304,7 @@ def down(name: str = DEFAULT_NAME) -> list[str]:
         if not stray:
             break
         for pid in stray:
-            _signal(pid, signal.SIGKILL)
+            send_signal(pid, signal.SIGKILL)
         time.sleep(0.1)
     for ns in namespaces:
         network.delete(ns)
@@ -597,7 +346,7 @@ def stop_host(name: str, host: str) -> bool:
         return False
     _power_off([h])
     for pid in network.pids_in(h.netns):
-        _signal(pid, signal.SIGKILL)
+        send_signal(pid, signal.SIGKILL)
     _forget_machine(h)
     network.ip("-n", h.netns, "link", "set", "eth0", "down")
     if shutil.which("nft"):
