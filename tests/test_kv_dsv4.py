@@ -1,5 +1,6 @@
 """DeepSeek-V4's KV plan per vLLM release, against the numbers four public start-up logs and
-the release sources give (docs/references.md#deepseek-v4-kv; logs: tests/data/kv_cases, ptocu-dsv4*).
+the release sources give (docs/references.md#deepseek-v4-kv; logs: tests/data/kv_cases,
+ptocu-dsv4*).
 
 All rows use the logs' inputs: V4-Flash at TP2 on H200, 34,448,757,120 bytes of KV memory,
 max_num_batched_tokens 8192. The oracle test (tests/test_kv_oracle.py) checks the same code

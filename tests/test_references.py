@@ -18,7 +18,8 @@ DOCS = REPO / "docs"
 # Notes that lived beside the repository, never in it; citing them sends a reader nowhere.
 OUTSIDE = re.compile(
     r"vllm-reference|field-practices|dsv4-kv|testbed-recipe|high-concurrency chapter"
-    r"|seed chapter|(?<![\w/.])\.\./shared\b|(?<![\w/.])shared/(?:kv_cases|perf_cases|gpu|seed|docs)\b"
+    r"|seed chapter|(?<![\w/.])\.\./shared\b"
+    r"|(?<![\w/.])shared/(?:kv_cases|perf_cases|gpu|seed|docs)\b"
 )
 # This file names them in order to look for them.
 MAY_NAME_OUTSIDE = {"tests/test_references.py"}

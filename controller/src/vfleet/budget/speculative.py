@@ -32,7 +32,7 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from vfleet.budget.params import Layout, TensorGroup, groups_bytes, layer_groups, padded_vocab
 from vfleet.catalog.modelspec import ModelSpec, load_config_file, spec_from_config
@@ -40,12 +40,13 @@ from vfleet.catalog.releases import parse_version
 from vfleet.errors import UserError
 
 if TYPE_CHECKING:
-    import argparse
-
     from vfleet.budget.quant import WeightFormat
     from vfleet.catalog.gpus import Gpu
 
-METHODS = ("mtp", "eagle", "eagle3", "ngram")
+# The methods and the most drafted tokens vfleet models; the flags' model
+# (vfleet.spec.requests.SpeculativeOptions) takes its choices and its range from these.
+Method = Literal["mtp", "eagle", "eagle3", "ngram"]
+METHODS: tuple[Method, ...] = get_args(Method)
 MAX_TOKENS = 16
 # vLLM PR #34385 made MTP's shared_head.head the target's LM head; the first recorded
 # release after its merge (2026-02-11) is 0.17.1. Releases before keep a copy.
@@ -69,7 +70,9 @@ class Speculative:
             )
         k = self.num_speculative_tokens
         if not isinstance(k, int) or not 1 <= k <= MAX_TOKENS:
-            raise UserError(f"--num-speculative-tokens {k} must be a whole number from 1 to 16")
+            raise UserError(
+                f"--num-speculative-tokens {k} must be a whole number from 1 to {MAX_TOKENS}"
+            )
         if self.method in ("eagle", "eagle3") and self.draft_spec is None:
             raise UserError(
                 f"--speculative-method {self.method} needs --draft-model (a catalog id or "
@@ -107,22 +110,6 @@ class Speculative:
         return out
 
 
-def add_cli_args(p: argparse.ArgumentParser) -> None:
-    """The three flags `vfleet budget`, `plan`, `estimate` and `render` share."""
-    p.add_argument(
-        "--speculative-method",
-        choices=METHODS,
-        help="speculative decoding: mtp (the model's own MTP layers), eagle/eagle3 (a draft "
-        "head, --draft-model) or ngram (prompt lookup)",
-    )
-    p.add_argument(
-        "--num-speculative-tokens",
-        type=int,
-        help="drafted tokens per step (mtp defaults to the model's MTP layer count)",
-    )
-    p.add_argument("--draft-model", help="EAGLE draft head: catalog id, folder or config.json")
-
-
 def load_draft(model: str) -> tuple[ModelSpec, int]:
     """A draft head's spec and its draft vocabulary (0 when it predicts the full one)."""
     try:
@@ -150,7 +137,8 @@ def _load_draft(model: str) -> tuple[ModelSpec, int]:
 def from_args(
     method: str | None, num_tokens: int | None, draft_model: str | None, target: ModelSpec
 ) -> Speculative | None:
-    """The CLI's three flags as one choice, checked against the target; None when unset."""
+    """The three speculative flags as one choice, checked against the target; None when
+    unset (vfleet.spec.requests.SpeculativeOptions.speculative calls this)."""
     if method is None:
         if num_tokens is not None or draft_model:
             raise UserError(
@@ -179,7 +167,7 @@ def check_fields(doc: dict[str, Any], where: str) -> None:
             f"{where}: speculative.method {method!r} is not one of {', '.join(METHODS)}"
         )
     if not isinstance(tokens, int) or not 1 <= tokens <= MAX_TOKENS:
-        raise UserError(f"{where}: speculative.num_speculative_tokens must be 1 to 16")
+        raise UserError(f"{where}: speculative.num_speculative_tokens must be 1 to {MAX_TOKENS}")
     if method in ("eagle", "eagle3") and not doc.get("draft_model"):
         raise UserError(f"{where}: speculative method {method} needs a draft_model")
 

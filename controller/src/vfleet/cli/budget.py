@@ -1,32 +1,21 @@
 """`vfleet budget`: vLLM's KV cache per GPU for one model, GPU and layout.
 
-Its flags are generated from vfleet.spec.requests.BudgetFlags.
+Its flags are generated from vfleet.spec.requests.BudgetFlags (vfleet.cli.main).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
-from vfleet.budget import speculative
 from vfleet.cli.estimate import check_quantization
-from vfleet.cli.from_model import add_arguments, from_namespace
 from vfleet.errors import UserError
-from vfleet.spec import flags
-from vfleet.spec.requests import MAX_SPECULATIVE_TOKENS, BudgetFlags, SpeculativeMethod
 
 if TYPE_CHECKING:
     from vfleet.budget.compute import Budget, BudgetRequest
     from vfleet.catalog.modelspec import ModelSpec
-
-# spec.requests spells the methods out for its Literal: they must stay the budget's own.
-assert get_args(SpeculativeMethod) == speculative.METHODS
-assert speculative.MAX_TOKENS == MAX_SPECULATIVE_TOKENS
-
-
-def add_args(p: argparse.ArgumentParser) -> None:
-    add_arguments(p, BudgetFlags)
+    from vfleet.spec.requests import BudgetFlags
 
 
 def _request(a: BudgetFlags) -> BudgetRequest:
@@ -35,12 +24,13 @@ def _request(a: BudgetFlags) -> BudgetRequest:
     from vfleet.catalog.gpus import resolve_gpu
     from vfleet.catalog.models import load_model
     from vfleet.catalog.releases import traits
+    from vfleet.spec.flags import check_scheduler
 
     gpu = resolve_gpu(a.gpu)
     if a.gpu_memory_gib:
         gpu = gpu.with_memory_gib(a.gpu_memory_gib)
     spec = load_model(a.model)
-    flags.check_scheduler(argparse.Namespace(**a.model_dump()), spec)
+    check_scheduler(a, spec)
     quantization = check_quantization(spec, a.quantization)
     _check_mean_context(a, spec)
     if a.enable_expert_parallel and not spec.is_moe:
@@ -66,9 +56,7 @@ def _request(a: BudgetFlags) -> BudgetRequest:
         kv_cache_memory_bytes=a.kv_cache_memory_bytes,
         cpu_offload_gb=a.cpu_offload_gb,
         mean_context_len=a.mean_context_len,
-        speculative=speculative.from_args(
-            a.speculative_method, a.num_speculative_tokens, a.draft_model, spec
-        ),
+        speculative=a.speculative(spec),
     )
 
 
@@ -109,7 +97,10 @@ def _does_not_fit(req: BudgetRequest, budget: Budget) -> UserError:
 
 def run(args: argparse.Namespace) -> int:
     from vfleet.budget.compute import compute, fits
+    from vfleet.cli.from_model import from_namespace
     from vfleet.present import budget_report
+    from vfleet.spec.flags import sweep
+    from vfleet.spec.requests import BudgetFlags
 
     a = from_namespace(BudgetFlags, args)
     req = _request(a)
@@ -118,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
         raise _does_not_fit(req, result)
     points = None
     if a.sweep_gpu_memory_utilization or a.plot:
-        # flags.sweep parsed and bounded the range; the default is the usual 0.6..0.95.
-        utils = a.sweep_gpu_memory_utilization or flags.sweep("0.6:0.95:0.05")
+        # spec.flags.sweep parsed and bounded the range; the default is the usual 0.6..0.95.
+        utils = a.sweep_gpu_memory_utilization or sweep("0.6:0.95:0.05")
         points = budget_report.sweep(req, utils)
         if a.plot:
             try:

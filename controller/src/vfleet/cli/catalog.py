@@ -5,10 +5,6 @@ from __future__ import annotations
 import argparse
 
 
-def no_args(_p: argparse.ArgumentParser) -> None:
-    """These commands take no flags."""
-
-
 def cmd_models(_args: argparse.Namespace) -> int:
     from vfleet.catalog.models import catalog_ids
 

@@ -1,69 +1,23 @@
 """`vfleet doctor`: diagnose overload, tail latency, OOM and preemption from an engine's
-metrics, its logs and its plan."""
+metrics, its logs and its plan. Its flags are vfleet.spec.requests.DoctorFlags."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from vfleet.errors import UserError
-from vfleet.spec import flags
+
+if TYPE_CHECKING:
+    from vfleet.spec.requests import DoctorFlags
 
 LOG_TAIL_BYTES = 32 << 20  # the start-up lines doctor looks for sit in the last restart
 # One endpoint's /metrics: a vLLM server's is tens of KiB and comes in well under a second.
 FETCH_DEADLINE_S = 15.0
 FETCH_MAX_BYTES = 16 << 20
 _CHUNK_BYTES = 64 << 10
-
-
-def add_args(doc: argparse.ArgumentParser) -> None:
-    doc.add_argument(
-        "--endpoint",
-        action="append",
-        default=[],
-        type=flags.endpoint,
-        help="vLLM API base URL, e.g. http://10.0.0.11:8000 (repeat)",
-    )
-    doc.add_argument(
-        "--endpoints",
-        type=flags.path,
-        metavar="FILE",
-        help="every engine in this endpoints.json from `vfleet render`",
-    )
-    doc.add_argument(
-        "--log",
-        action="append",
-        default=[],
-        type=flags.path,
-        help="a vLLM service log to read (repeat)",
-    )
-    doc.add_argument(
-        "--journal",
-        action="append",
-        default=[],
-        type=flags.unit,
-        help="a local systemd unit whose journal to read (repeat)",
-    )
-    doc.add_argument("--plan", type=flags.path, help="the deployed plan JSON")
-    doc.add_argument(
-        "--served-model-name",
-        help="read only this model's series (default: the model --endpoints names)",
-    )
-    doc.add_argument(
-        "--max-num-seqs",
-        type=flags.count(1, flags.MAX_SEQS),
-        help="the engine's max-num-seqs, if known",
-    )
-    doc.add_argument(
-        "--watch",
-        type=flags.number(0, flags.MAX_WATCH_S, lo_open=False, example="30"),
-        default=0.0,
-        metavar="SECONDS",
-        help="sample over this many seconds and report rates",
-    )
-    doc.add_argument("--json", action="store_true")
 
 
 def _fetch_metrics(endpoint: str) -> str:
@@ -162,7 +116,7 @@ def _too_slow(url: str) -> UserError:
     )
 
 
-def _read_logs(args: argparse.Namespace) -> str:
+def _read_logs(args: DoctorFlags) -> str:
     import subprocess
 
     from vfleet.inputs.files import read_bytes
@@ -204,12 +158,15 @@ def _served_model(models: list[str], path: Path) -> str:
     return models[0]
 
 
-def run(args: argparse.Namespace) -> int:
+def run(namespace: argparse.Namespace) -> int:
     import time
 
+    from vfleet.cli.from_model import from_namespace
     from vfleet.observe import doctor, findings, metrics, startup
     from vfleet.spec.endpoints import load_endpoints
+    from vfleet.spec.requests import DoctorFlags
 
+    args = from_namespace(DoctorFlags, namespace)
     endpoints = list(args.endpoint)
     served = args.served_model_name
     if served is not None and not served.strip():
@@ -246,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
                 samples.append(scrape())
         obs = doctor.observe(samples)
     found = startup.log_diagnoses(log, cfg) + (doctor.metric_diagnoses(obs, cfg) if obs else [])
-    if args.json:
+    if args.as_json:
         print(json.dumps(doctor.report_json(obs, cfg, found), indent=2))
     else:
         print(doctor.report_text(obs, cfg, found, endpoints))

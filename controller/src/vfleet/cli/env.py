@@ -1,59 +1,21 @@
 """The commands that act on an environment's hosts: deploy, destroy, probe, plan-env,
-restart, validate and known-hosts. Each is a call into vfleet.deploy, on the bundle that
-`--root`, $VFLEET_ROOT or the working directory names (vfleet.deploy.bundle)."""
+restart, validate, known-hosts, preflight and calibrate. Each is a call into vfleet.deploy,
+on the bundle that `--root`, $VFLEET_ROOT or the working directory names
+(vfleet.deploy.bundle). Their flags are the models in vfleet.cli.env_flags."""
 
 from __future__ import annotations
 
 import argparse
 
 from vfleet.errors import UserError
-from vfleet.spec import flags
 
 
-def _add_root(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--root",
-        type=flags.path,
-        help="the bundle (default: $VFLEET_ROOT, else the repository the command runs in)",
-    )
-
-
-def add_env_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--env", type=flags.env_name, default="local", help="local | staging | prod")
-    _add_root(p)
-
-
-def add_deploy_args(p: argparse.ArgumentParser) -> None:
-    add_env_args(p)
-    p.add_argument(
-        "--allow-partial-facts",
-        action="store_true",
-        help="plan even if a host's probe failed (hosts it saw no GPU on are left out)",
-    )
-    p.add_argument(
-        "--allow-degraded",
-        action="store_true",
-        help="plan on hosts that failed a health check too (loudly; see vfleet preflight)",
-    )
-
-
-def add_validate_args(p: argparse.ArgumentParser) -> None:
-    add_env_args(p)
-    p.add_argument(
-        "--inventory",
-        type=flags.path,
-        help="check this inventory folder instead of inventories/ENV",
-    )
-
-
-def add_known_hosts_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--env", type=flags.env_name, required=True, help="staging | prod")
-    _add_root(p)
-
-
-def cmd_deploy(args: argparse.Namespace) -> int:
+def cmd_deploy(namespace: argparse.Namespace) -> int:
+    from vfleet.cli.env_flags import DeployFlags
+    from vfleet.cli.from_model import from_namespace
     from vfleet.deploy import pipeline
 
+    args = from_namespace(DeployFlags, namespace)
     return pipeline.deploy(
         args.env,
         root=args.root,
@@ -62,30 +24,30 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     )
 
 
-def add_destroy_args(parser: argparse.ArgumentParser) -> None:
-    add_env_args(parser)
-    parser.add_argument(
-        "--purge",
-        action="store_true",
-        help="also remove the ledger and the reports (kept by default: they are history)",
-    )
-
-
-def cmd_destroy(args: argparse.Namespace) -> int:
+def cmd_destroy(namespace: argparse.Namespace) -> int:
+    from vfleet.cli.env_flags import DestroyFlags
+    from vfleet.cli.from_model import from_namespace
     from vfleet.deploy import pipeline
 
+    args = from_namespace(DestroyFlags, namespace)
     return pipeline.destroy(args.env, args.root, purge=args.purge)
 
 
-def cmd_probe(args: argparse.Namespace) -> int:
+def cmd_probe(namespace: argparse.Namespace) -> int:
+    from vfleet.cli.env_flags import EnvFlags
+    from vfleet.cli.from_model import from_namespace
     from vfleet.deploy import pipeline
 
+    args = from_namespace(EnvFlags, namespace)
     return pipeline.deploy(args.env, probe_only=True, root=args.root)
 
 
-def cmd_plan_env(args: argparse.Namespace) -> int:
+def cmd_plan_env(namespace: argparse.Namespace) -> int:
+    from vfleet.cli.env_flags import DeployFlags
+    from vfleet.cli.from_model import from_namespace
     from vfleet.deploy import pipeline
 
+    args = from_namespace(DeployFlags, namespace)
     return pipeline.deploy(
         args.env,
         plan_only=True,
@@ -95,11 +57,14 @@ def cmd_plan_env(args: argparse.Namespace) -> int:
     )
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
+def cmd_validate(namespace: argparse.Namespace) -> int:
+    from vfleet.cli.env_flags import ValidateFlags
+    from vfleet.cli.from_model import from_namespace
     from vfleet.deploy import envcheck
     from vfleet.deploy.bundle import bundle_root
     from vfleet.deploy.context import ENVS
 
+    args = from_namespace(ValidateFlags, namespace)
     if args.env not in ENVS:
         raise UserError(f"--env {args.env} is not one of {', '.join(ENVS)}")
     root = bundle_root(args.root)
@@ -120,9 +85,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_known_hosts(args: argparse.Namespace) -> int:
+def cmd_known_hosts(namespace: argparse.Namespace) -> int:
+    from vfleet.cli.env_flags import KnownHostsFlags
+    from vfleet.cli.from_model import from_namespace
     from vfleet.deploy import context, envcheck, known_hosts
 
+    args = from_namespace(KnownHostsFlags, namespace)
     if args.env not in ("staging", "prod"):
         raise UserError("--env must be staging or prod: the local testbed checks no host keys")
     ctx = context.load_context(args.env, args.root)
@@ -136,46 +104,38 @@ def cmd_known_hosts(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_restart(args: argparse.Namespace) -> int:
+def cmd_restart(namespace: argparse.Namespace) -> int:
+    from vfleet.cli.env_flags import EnvFlags
+    from vfleet.cli.from_model import from_namespace
     from vfleet.deploy import pipeline
 
+    args = from_namespace(EnvFlags, namespace)
     return pipeline.restart(args.env, args.root)
 
 
-def add_calibrate_args(p: argparse.ArgumentParser) -> None:
-    add_env_args(p)
-    p.add_argument("--json", action="store_true", help="print the calibration document")
-
-
-def cmd_calibrate(args: argparse.Namespace) -> int:
+def cmd_calibrate(namespace: argparse.Namespace) -> int:
+    from vfleet.cli.env_flags import CalibrateFlags
+    from vfleet.cli.from_model import from_namespace
     from vfleet.deploy import calibrate_env
 
+    args = from_namespace(CalibrateFlags, namespace)
     doc, path, left_out = calibrate_env.calibrate_env(args.env, args.root)
-    calibrate_env.print_summary(doc, path, left_out, args.json)
+    calibrate_env.print_summary(doc, path, left_out, args.as_json)
     return 0
 
 
-def add_preflight_args(p: argparse.ArgumentParser) -> None:
-    add_env_args(p)
-    p.add_argument("--all", action="store_true", help="list the passing checks too")
-    p.add_argument("--json", action="store_true", help="print the sweep and every check as JSON")
-    p.add_argument(
-        "--timeout",
-        type=flags.number(0, 300, example="10"),
-        default=10.0,
-        help="seconds to reach one host (default 10)",
-    )
-
-
-def cmd_preflight(args: argparse.Namespace) -> int:
+def cmd_preflight(namespace: argparse.Namespace) -> int:
     """The SSH sweep of the inventory, then the health gate on the probed facts (when the
     environment has been probed): exit 1 when a host fails either."""
     import json
 
+    from vfleet.cli.env_flags import PreflightFlags
+    from vfleet.cli.from_model import from_namespace
     from vfleet.deploy import preflight
 
+    args = from_namespace(PreflightFlags, namespace)
     swept, verdicts = preflight.run(args.env, args.root, args.timeout)
-    if args.json:
+    if args.as_json:
         print(
             json.dumps(
                 {

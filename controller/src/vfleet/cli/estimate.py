@@ -9,19 +9,15 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-from vfleet.budget import speculative
 from vfleet.errors import UserError
-from vfleet.spec import flags
-from vfleet.spec.flags import MAX_REPLAY_TOKENS
 
 if TYPE_CHECKING:
     from vfleet.budget.compute import Budget
     from vfleet.catalog.modelspec import ModelSpec
     from vfleet.catalog.releases import VersionTraits
     from vfleet.plan.estimate import EstimateRequest
+    from vfleet.spec.requests import EstimateFlags
 
-_TOKENS = flags.count(1, flags.MAX_TOKENS, "a token count")
-_REQUESTS = flags.count(1, flags.MAX_REQUESTS)
 # The replay's work is bounded so the worst accepted estimate ends in a few seconds on one
 # core: decoded tokens over the run (MAX_REPLAY_TOKENS, ~0.2 us each) and the scheduler
 # steps of one engine's replay (~3 us each; ~35 us with a request rate, where each step is
@@ -40,66 +36,11 @@ EXAMPLE = (
 )
 
 
-def add_args(p: argparse.ArgumentParser) -> None:
-    p.epilog = EXAMPLE
-    p.add_argument("--cluster", required=True, type=flags.path, help="cluster YAML or probe facts")
-    p.add_argument("--model", required=True, help="catalog id, model folder or config.json")
-    p.add_argument("--layout", required=True, help="e.g. 'TP8', 'TP1 DP8 EP', 'TP8 PP2'")
-    p.add_argument("--input-len", required=True, type=_TOKENS, help="prompt tokens (mean)")
-    p.add_argument("--output-len", required=True, type=_TOKENS, help="completion tokens (mean)")
-    p.add_argument(
-        "--concurrency",
-        type=_REQUESTS,
-        help="requests in flight (vllm bench serve --max-concurrency); omit for all at once",
-    )
-    p.add_argument("--num-prompts", type=_REQUESTS, help="requests in the run (default 10 x C)")
-    p.add_argument(
-        "--request-rate",
-        type=flags.number(0, 1e6, example="20"),
-        help="requests/s for the cluster (default: all at once)",
-    )
-    p.add_argument(
-        "--dataset",
-        choices=("random", "sharegpt"),
-        default="random",
-        help="random: fixed lengths; sharegpt: its length spread around these means",
-    )
-    p.add_argument(
-        "--replicas",
-        type=flags.count(1, flags.MAX_PARALLEL),
-        help="engine copies (default: as many as fit)",
-    )
-    p.add_argument(
-        "--vllm-version", help="target vLLM release (default: the probed one, else 0.33.0)"
-    )
-    p.add_argument("--quantization", help="runtime quantization, e.g. fp8")
-    p.add_argument("--kv-cache-dtype", type=flags.kv_dtype, help="auto | fp8 | ...")
-    p.add_argument(
-        "--max-num-seqs",
-        type=flags.count(1, flags.MAX_SEQS),
-        help="default: the release's own default",
-    )
-    p.add_argument("--max-num-batched-tokens", type=_TOKENS, help="default: the release's own")
-    p.add_argument(
-        "--max-model-len",
-        type=_TOKENS,
-        help="default: the model's context window (past it only with "
-        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, as vLLM)",
-    )
-    p.add_argument("--gpu-memory-utilization", type=flags.fraction)
-    p.add_argument("--all2all-backend", help="EP dispatch, e.g. deepep_low_latency")
-    speculative.add_cli_args(p)
-    p.add_argument(
-        "--calibration",
-        type=flags.path,
-        help="a cluster's calibration.json from `vfleet calibrate` (default: the bundled fit)",
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+def _check(args: EstimateFlags, spec: ModelSpec) -> None:
+    """Rules between flags (each flag's own range is its field's Rule)."""
+    from vfleet.spec.flags import MAX_REPLAY_TOKENS, check_scheduler
 
-
-def _check(args: argparse.Namespace, spec: ModelSpec) -> None:
-    """Rules between flags (each flag's own range is its argparse type's)."""
-    flags.check_scheduler(args, spec)
+    check_scheduler(args, spec)
     decode = _prompts(args) * args.output_len
     if decode > MAX_REPLAY_TOKENS:
         raise UserError(
@@ -109,12 +50,12 @@ def _check(args: argparse.Namespace, spec: ModelSpec) -> None:
         )
 
 
-def _prompts(args: argparse.Namespace) -> int:
+def _prompts(args: EstimateFlags) -> int:
     """The run's requests: vllm bench serve's ten rounds of the concurrency by default."""
     return int(args.num_prompts or max(10 * (args.concurrency or 100), 100))
 
 
-def _check_replay(args: argparse.Namespace, req: EstimateRequest) -> None:
+def _check_replay(args: EstimateFlags, req: EstimateRequest) -> None:
     """Refuse a run whose replay would take more steps than an estimate allows, before it
     runs: its engines, KV cache and scheduler limits are the ones the estimate will use."""
     from vfleet.plan import shape
@@ -142,7 +83,7 @@ def _check_replay(args: argparse.Namespace, req: EstimateRequest) -> None:
 
 
 def _replay_steps(
-    args: argparse.Namespace, req: EstimateRequest, budget: Budget, engines: int
+    args: EstimateFlags, req: EstimateRequest, budget: Budget, engines: int
 ) -> tuple[int, int]:
     """(steps one engine's replay takes at most, sequences decoding in each).
 
@@ -230,15 +171,18 @@ def _all2all_backends(version: tuple[int, int, int]) -> list[str]:
     return [str(choice) for choice in record.get("choices") or []]
 
 
-def run(args: argparse.Namespace) -> int:
+def run(namespace: argparse.Namespace) -> int:
     from vfleet.calibrate import calibration
     from vfleet.catalog.models import load_model
     from vfleet.catalog.releases import traits
+    from vfleet.cli.from_model import from_namespace
     from vfleet.perf.params import default_fit
     from vfleet.plan.estimate import EstimateRequest, estimate
     from vfleet.plan.search import check_layout, parse_layout
     from vfleet.probe.load import load_cluster
+    from vfleet.spec.requests import EstimateFlags
 
+    args = from_namespace(EstimateFlags, namespace)
     layout = parse_layout(args.layout)
     if args.vllm_version is not None:
         traits(args.vllm_version)  # a bad version is refused before any file is read
@@ -273,13 +217,11 @@ def run(args: argparse.Namespace) -> int:
         max_model_len=args.max_model_len,
         gpu_memory_utilization=args.gpu_memory_utilization,
         all2all_backend=args.all2all_backend,
-        speculative=speculative.from_args(
-            args.speculative_method, args.num_speculative_tokens, args.draft_model, spec
-        ),
+        speculative=args.speculative(spec),
     )
     _check_replay(args, req)
     result = estimate(req).to_json()
-    if args.json:
+    if args.as_json:
         print(json.dumps(result, indent=2))
     else:
         print(render_text(result))

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 from vfleet.cli import budget, catalog, doctor, env, estimate, plan
 from vfleet.errors import UserError
 
-Command = Callable[[argparse.Namespace], int]
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,83 +28,129 @@ class _Parser(argparse.ArgumentParser):
         return super()._get_values(action, arg_strings)
 
 
-# name, help, the flags, the command: the whole CLI at a glance.
-TABLE: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Command], ...] = (
-    ("budget", "predict vLLM's KV cache per GPU", budget.add_args, budget.run),
-    (
+class Command(NamedTuple):
+    name: str
+    help: str
+    # The models its parser is generated from (cli.from_model), as "module:Model" under
+    # vfleet: imported only for the command that runs, so start-up stays light.
+    flags: tuple[str, ...]
+    run: Callable[[argparse.Namespace], int]
+    epilog: str | None = None
+
+    def flag_models(self) -> tuple[type[BaseModel], ...]:
+        import importlib
+
+        models = []
+        for ref in self.flags:
+            module, _, name = ref.partition(":")
+            models.append(getattr(importlib.import_module(f"vfleet.{module}"), name))
+        return tuple(models)
+
+
+SPECULATIVE = "spec.requests:SpeculativeOptions"
+
+
+# The whole CLI at a glance.
+TABLE: tuple[Command, ...] = (
+    Command(
+        "budget", "predict vLLM's KV cache per GPU", ("spec.requests:BudgetFlags",), budget.run
+    ),
+    Command(
         "plan",
         "choose TP/PP/DP/EP and the scheduler knobs",
-        plan.add_plan_args,
+        ("spec.requests:PlanFlags",),
         plan.run_plan,
     ),
-    (
+    Command(
         "render",
         "write per-host launch scripts and systemd units",
-        plan.add_render_args,
+        ("spec.render:RenderFlags", "spec.render:RenderOptions", SPECULATIVE),
         plan.run_render,
     ),
-    (
+    Command(
         "doctor",
         "diagnose overload, tail latency, OOM and preemption",
-        doctor.add_args,
+        ("spec.requests:DoctorFlags",),
         doctor.run,
     ),
-    ("deploy", "the whole rollout for an environment", env.add_deploy_args, env.cmd_deploy),
-    ("destroy", "remove the hosts and what a deploy made", env.add_destroy_args, env.cmd_destroy),
-    ("probe", "provision, install and probe only", env.add_env_args, env.cmd_probe),
-    (
+    Command(
+        "deploy",
+        "the whole rollout for an environment",
+        ("cli.env_flags:DeployFlags",),
+        env.cmd_deploy,
+    ),
+    Command(
+        "destroy",
+        "remove the hosts and what a deploy made",
+        ("cli.env_flags:DestroyFlags",),
+        env.cmd_destroy,
+    ),
+    Command(
+        "probe", "provision, install and probe only", ("cli.env_flags:EnvFlags",), env.cmd_probe
+    ),
+    Command(
         "plan-env",
         "plan and render from the probed facts; no host changes",
-        env.add_deploy_args,
+        ("cli.env_flags:DeployFlags",),
         env.cmd_plan_env,
     ),
-    (
+    Command(
         "restart",
         "restart every engine, one host at a time (the others keep serving)",
-        env.add_env_args,
+        ("cli.env_flags:EnvFlags",),
         env.cmd_restart,
     ),
-    (
+    Command(
         "validate",
         "check an environment's inventory and group_vars",
-        env.add_validate_args,
+        ("cli.env_flags:ValidateFlags",),
         env.cmd_validate,
     ),
-    (
+    Command(
         "known-hosts",
         "record the hosts' SSH keys for staging or prod",
-        env.add_known_hosts_args,
+        ("cli.env_flags:KnownHostsFlags",),
         env.cmd_known_hosts,
     ),
-    (
+    Command(
         "preflight",
         "check every probed host's GPUs and fabric (the deploy's health gate)",
-        env.add_preflight_args,
+        ("cli.env_flags:PreflightFlags",),
         env.cmd_preflight,
     ),
-    (
+    Command(
         "calibrate",
         "refit the estimator on an environment's measured runs (its ledger)",
-        env.add_calibrate_args,
+        ("cli.env_flags:CalibrateFlags",),
         env.cmd_calibrate,
     ),
-    ("models", "list the bundled model catalog", catalog.no_args, catalog.cmd_models),
-    ("gpus", "list the GPU catalog", catalog.no_args, catalog.cmd_gpus),
-    (
+    Command("models", "list the bundled model catalog", (), catalog.cmd_models),
+    Command("gpus", "list the GPU catalog", (), catalog.cmd_gpus),
+    Command(
         "estimate",
         "predict throughput and latency of one layout at one operating point",
-        estimate.add_args,
+        ("spec.requests:EstimateFlags",),
         estimate.run,
+        estimate.EXAMPLE,
     ),
 )
-COMMANDS: dict[str, Command] = {name: run for name, _help, _args, run in TABLE}
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {c.name: c.run for c in TABLE}
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser, with the flags of the command `argv` names (of every command when
+    `argv` is None): argparse reads only the flags of the command it runs."""
+    from vfleet.cli.from_model import add_arguments
+
     parser = _Parser(prog="vfleet", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name, text, add_args, _run in TABLE:
-        add_args(sub.add_parser(name, help=text))
+    # The top level has no option that takes a value: the first other word is the command.
+    named = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
+    for command in TABLE:
+        command_parser = sub.add_parser(command.name, help=command.help, epilog=command.epilog)
+        if named is None or named == command.name:
+            for model in command.flag_models():
+                add_arguments(command_parser, model)
     return parser
 
 
@@ -120,8 +167,9 @@ def _one_line(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     import os
 
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = _parser().parse_args(argv)
+        args = _parser(argv).parse_args(argv)
         # Looked up at call time: tests swap a command in COMMANDS.
         return COMMANDS[args.command](args)
     except UserError as exc:

@@ -24,8 +24,10 @@ from vfleet.plan.make import PlanRequest, PlanResult, make_plan
 from vfleet.plan.search import Pinned
 from vfleet.plan.workload import load_workload
 from vfleet.probe.to_cluster import cluster_from_facts, load_facts_dir
-from vfleet.render.request import default_values, render_into, render_options
+from vfleet.render.request import render_into, render_options
 from vfleet.render.types import Rendered
+from vfleet.spec.deploy import RENDER_FIELDS
+from vfleet.spec.render import RenderOptions
 
 HOST_API_KEY_FILE = "/etc/vfleet/secrets/api-key"  # vllm_launch_api_key_file's default
 # The local default serves a two-layer model on CPU engines; the report also plans this real
@@ -171,11 +173,7 @@ def render(ctx: Context, plan_doc: dict[str, Any], cluster: ClusterSpec) -> Rend
     """Launch scripts, units and env files for every host into artifacts/<env>/launch."""
     start = time.monotonic()
     print("==> render", flush=True)
-    given = default_values(plan_doc)
-    given["--model-path"] = ctx.var("vfleet_model_dir_on_hosts")
-    given["--served-model-name"] = ctx.var("vfleet_served_model_name", plan_doc["model"])
-    given["--vllm-bin"] = str(ctx.var("vllm_venv", "/opt/vfleet/vllm")) + "/bin/vllm"
-    given["--extra-arg"] = list(ctx.var("vfleet_render_extra_args") or [])
+    given = _render_values(ctx)
     if ctx.api_key_file:
         # Where vllm_launch writes the key on the hosts; the unit reads it at start.
         on_hosts = str(ctx.var("vllm_launch_api_key_file", HOST_API_KEY_FILE))
@@ -190,6 +188,18 @@ def render(ctx: Context, plan_doc: dict[str, Any], cluster: ClusterSpec) -> Rend
     )
     _timed(ctx, "render", start)
     return rendered
+
+
+def _render_values(ctx: Context) -> dict[str, Any]:
+    """The render options group_vars set (spec.deploy.RENDER_FIELDS), by `vfleet render`
+    flag as render_options takes them; the others keep RenderOptions' defaults."""
+    given: dict[str, Any] = {}
+    for name, (option, suffix) in RENDER_FIELDS.items():
+        value = ctx.var(name)
+        if value is not None:
+            flag = RenderOptions.model_fields[option].alias or option
+            given[flag] = list(value) if suffix is None else str(value) + suffix
+    return given
 
 
 def _timed(ctx: Context, name: str, start: float) -> None:

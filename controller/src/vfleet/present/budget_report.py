@@ -11,7 +11,8 @@ GIB = 1 << 30
 
 
 def worked_table(b: Budget) -> str:
-    """The budget line by line, the way a KV worked example reads (docs/references.md#worked-numbers)."""
+    """The budget line by line, the way a KV worked example reads
+    (docs/references.md#worked-numbers)."""
     layout = f"TP{b.tensor_parallel_size} PP{b.pipeline_parallel_size}"
     if b.data_parallel_size > 1:
         layout += f" DP{b.data_parallel_size}"

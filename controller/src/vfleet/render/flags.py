@@ -15,6 +15,7 @@ from vfleet.catalog.flags import flag_set as registry_flag_set
 from vfleet.catalog.releases import parse_version
 from vfleet.errors import UserError
 from vfleet.render.types import Flag, RenderOptions
+from vfleet.spec.render import model_folder
 
 
 class FlagCollector:
@@ -95,9 +96,7 @@ def common_flags(f: FlagCollector, plan: dict[str, Any], opts: RenderOptions) ->
 def _speculative_flag(f: FlagCollector, plan: dict[str, Any], opts: RenderOptions) -> None:
     sp = plan["speculative"]
     draft = sp.get("draft_model")
-    path = opts.draft_model_path or (
-        f"/srv/models/{draft.rstrip('/').split('/')[-1]}" if draft else None
-    )
+    path = opts.draft_model_path or (model_folder(draft) if draft else None)
     conf = speculative.speculative_config(
         sp, str(plan.get("model_type") or ""), parse_version(f.version), path
     )

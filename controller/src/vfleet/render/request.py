@@ -3,6 +3,7 @@ and the deploy share both, so a deploy renders in process from the plan it just 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,26 +18,6 @@ from vfleet.render.engines import render
 from vfleet.render.files import render_files
 from vfleet.render.types import Rendered, RenderOptions
 from vfleet.render.write import check_out, write_render
-from vfleet.spec.render import RenderArgs
-
-
-def default_values(plan: dict[str, Any]) -> dict[str, Any]:
-    """`vfleet render`'s defaults for this plan, by flag name: what a caller that sets only
-    some values (the deploy, from group_vars) starts from."""
-    name = plan["model"].rstrip("/").split("/")[-1]
-    return {
-        "--model-path": f"/srv/models/{name}",
-        "--served-model-name": plan["model"],
-        "--vllm-bin": "/opt/vfleet/vllm/bin/vllm",
-        "--port": 8000,
-        "--backend": "auto",
-        "--api-key-file": None,
-        "--install-dir": "/etc/vfleet",
-        "--extra-arg": [],
-        "--env": [],
-        "--draft-model-path": None,
-        "--plan": "plan.json",
-    }
 
 
 def engines_per_host(plan: dict[str, Any]) -> int:
@@ -48,29 +29,16 @@ def engines_per_host(plan: dict[str, Any]) -> int:
     return max(heads.values(), default=1)
 
 
-def render_options(plan: dict[str, Any], given: dict[str, Any], source: str) -> RenderOptions:
-    """`given` holds the values by their `vfleet render` flag names; each is checked for the
+def render_options(plan: dict[str, Any], given: Mapping[str, Any], source: str) -> RenderOptions:
+    """`given` holds the values set, by their `vfleet render` flag names; the others take
+    the model's defaults (the model path and name from the plan). Each is checked for the
     file it lands in (vfleet.spec.render) and the first problem is one line naming `source`."""
+    values = {**RenderOptions.plan_defaults(plan["model"]), **given}
+    context = {"engines_per_host": engines_per_host(plan)}
     try:
-        checked = RenderArgs.model_validate(
-            given, context={"engines_per_host": engines_per_host(plan)}
-        )
+        return RenderOptions.model_validate(values, by_alias=True, by_name=False, context=context)
     except ValidationError as exc:
-        raise UserError(describe(exc, RenderArgs, Document(given, source))) from None
-    return RenderOptions(
-        model_path=checked.model_path,
-        served_model_name=checked.served_model_name,
-        vllm_bin=checked.vllm_bin,
-        ray_bin=str(Path(checked.vllm_bin).with_name("ray")),
-        port=checked.port,
-        backend=checked.backend,
-        api_key_file=checked.api_key_file,
-        install_dir=checked.install_dir,
-        extra_args=tuple(checked.extra_args),
-        extra_env=checked.env_pairs,
-        plan_name=checked.plan_name,
-        draft_model_path=checked.draft_model_path,
-    )
+        raise UserError(describe(exc, RenderOptions, Document(values, source))) from None
 
 
 def render_into(

@@ -1,4 +1,5 @@
-"""The render's data: its options and the typed engines it places on each host.
+"""The render's data: its options (vfleet.spec.render) and the typed engines it places on
+each host.
 
 A module of its own so that everything downstream of a render (the file writer, the
 firewall, tests) can read these types without importing the code that computes them.
@@ -9,52 +10,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# The render's options live with their checks; downstream code reads them from here.
+from vfleet.spec.render import RayPorts, RenderOptions
+
+__all__ = [
+    "EngineOnHost",
+    "Flag",
+    "HostRender",
+    "Placement",
+    "Rank",
+    "RayPorts",
+    "RenderOptions",
+    "Rendered",
+]
+
 # The plan's ranks on one host ({"gpu": 0, "dp_rank": 0, ...}), and a replica's hosts in order.
 Rank = dict[str, Any]
 Placement = list[tuple[str, list[Rank]]]
-
-
-@dataclass(frozen=True)
-class RayPorts:
-    """Ray's listening ports besides the GCS (`RenderOptions.ray_port`). Ray picks most of
-    them at random unless told; pinned here so that the firewall can name them, and kept
-    below the kernel's ephemeral range (32768-60999 by default) so that no socket bound to
-    port 0 takes one first (Ray's own default agent port, 52365, sits inside it)."""
-
-    node_manager: int = 6380
-    object_manager: int = 6381
-    runtime_env_agent: int = 6382
-    dashboard_agent_grpc: int = 6383
-    metrics_export: int = 6384
-    dashboard_agent_listen: int = 6385
-    min_worker: int = 10002
-    max_worker: int = 10999
-    client_server: int = 10001  # head only; never opened by the firewall
-    dashboard: int = 8265  # head only, on 127.0.0.1
-
-
-@dataclass(frozen=True)
-class RenderOptions:
-    model_path: str
-    served_model_name: str
-    vllm_bin: str = "/opt/vfleet/vllm/bin/vllm"
-    ray_bin: str = "/opt/vfleet/vllm/bin/ray"
-    port: int = 8000
-    master_port: int = 29501
-    dp_rpc_port: int = 13345
-    ray_port: int = 6379
-    ray_ports: RayPorts = field(default_factory=RayPorts)
-    backend: str = "auto"  # auto | mp | ray
-    all2all_backend: str = "allgather_reducescatter"
-    api_key_file: str | None = None
-    install_dir: str = "/etc/vfleet"
-    service_user: str = "vllm"
-    # The service user's home: the only place the hardened units may write (caches).
-    service_home: str = "/var/lib/vllm"
-    extra_args: tuple[str, ...] = ()
-    extra_env: tuple[tuple[str, str], ...] = ()
-    plan_name: str = "plan.json"
-    draft_model_path: str | None = None  # EAGLE draft on the hosts (default /srv/models/<name>)
 
 
 @dataclass

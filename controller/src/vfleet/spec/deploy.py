@@ -37,7 +37,7 @@ from vfleet.inputs.files import Document, Path_, Vaulted
 from vfleet.inputs.validate import validate
 from vfleet.inputs.values import AbsPath, Address, Cidr, Label, Port, check_abs_path
 from vfleet.spec.plan import BlockSize, Version
-from vfleet.spec.render import RenderArgs, check_extra_args
+from vfleet.spec.render import RenderOptions, check_extra_args
 
 TEMPLATE = re.compile(r"{{|{%")
 WORKLOAD_PRESETS = ("chat", "rag", "batch")
@@ -264,12 +264,14 @@ def check_inventory(doc: Document) -> Inventory:
 
 # ---- what the deploy hands `vfleet render` --------------------------------------------------
 
-# group_vars the deploy hands `vfleet render` (vfleet.deploy.flow.render): variable -> the
-# RenderArgs field it becomes, and what the deploy appends to the value.
-RENDER_FIELDS = {
+# group_vars the deploy renders from (vfleet.deploy.flow.render): variable -> the
+# RenderOptions field it sets, and what the deploy appends to the value (None: a list, taken
+# as it is). Any other option keeps RenderOptions' default.
+RENDER_FIELDS: dict[str, tuple[str, str | None]] = {
     "vfleet_model_dir_on_hosts": ("model_path", ""),
     "vfleet_served_model_name": ("served_model_name", ""),
     "vllm_venv": ("vllm_bin", "/bin/vllm"),
+    "vfleet_render_extra_args": ("extra_args", None),
 }
 
 
@@ -280,9 +282,9 @@ def check_render_values(values: dict[str, Any], origin: dict[str, str]) -> None:
     _check_extra_args(values, origin)
     for name, (field, suffix) in RENDER_FIELDS.items():
         value = values.get(name)
-        if not isinstance(value, str):
+        if not isinstance(value, str) or suffix is None:
             continue
-        info = RenderArgs.model_fields[field]
+        info = RenderOptions.model_fields[field]
         field_type: Any = Annotated[info.annotation, *info.metadata]  # the field as declared
         adapter: TypeAdapter[Any] = TypeAdapter(field_type)
         try:

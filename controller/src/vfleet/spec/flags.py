@@ -1,4 +1,5 @@
-"""argparse `type=` callables for vfleet's flags, built on vfleet.inputs.values.
+"""argparse `type=` callables for vfleet's flags, built on vfleet.inputs.values, and the
+markers that turn a model's field into a flag (vfleet.cli.from_model reads them).
 
 A bad value fails inside argparse, so the user gets argparse's one line ("argument
 --tp: ...") which the CLI turns into exit code 2. Every number is finite and bounded: an
@@ -13,8 +14,12 @@ import math
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
+
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import CoreSchema, core_schema
 
 from vfleet.errors import UserError
 from vfleet.inputs.values import check_address
@@ -195,7 +200,18 @@ def png_path(text: str) -> Path:
     return Path(text)
 
 
-def check_scheduler(args: argparse.Namespace, spec: ModelSpec) -> None:
+class SchedulerLimits(Protocol):
+    """The scheduler flags `budget` and `estimate` both take."""
+
+    @property
+    def max_model_len(self) -> int | None: ...
+    @property
+    def max_num_seqs(self) -> int | None: ...
+    @property
+    def max_num_batched_tokens(self) -> int | None: ...
+
+
+def check_scheduler(args: SchedulerLimits, spec: ModelSpec) -> None:
     """The rules vLLM applies between flags at start-up, checked before any work: a
     max-model-len past the model's window needs vLLM's own opt-in, and a step holds at least
     one token per sequence (max-num-batched-tokens >= max-num-seqs)."""
@@ -217,3 +233,62 @@ def check_scheduler(args: argparse.Namespace, spec: ModelSpec) -> None:
             "refuses (a step schedules at least one token per sequence): raise "
             "--max-num-batched-tokens or lower --max-num-seqs"
         )
+
+
+# ---- a model's field as a flag ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One of the parsers above as a field's validator, so that a flag's rule is written once:
+    argparse runs `parse` on the text (its error reads "argument --tp: ..."), and the model
+    runs it again, through the value's text, on a value that did not come from argparse."""
+
+    parse: Callable[[str], Any]
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        return core_schema.no_info_before_validator_function(self._check, handler(source))
+
+    def _check(self, value: object) -> object:
+        if isinstance(value, bool) or not isinstance(value, str | int | float | Path):
+            return value  # left to the field's strict type, which refuses it
+        try:
+            return self.parse(value if isinstance(value, str) else str(value))
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class Metavar:
+    """How --help names the flag's value."""
+
+    metavar: str
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What --help shows as the default of a field whose default is worked out when the
+    command runs (the probed release, a path from the plan's model)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """The flag belongs to `group`, of which exactly one flag must be given."""
+
+    group: str
+
+
+@dataclass(frozen=True)
+class NotAFlag:
+    """A field vfleet sets itself: the command line has no flag for it."""
+
+
+FIXED = NotAFlag()
+
+
+# A file or folder argument, the type most commands share.
+FilePath = Annotated[Path, Rule(path)]

@@ -1,4 +1,5 @@
-"""`vfleet render`'s options as one checked model, and the rules for what operators add.
+"""`vfleet render`'s flags and options as checked models, and the rules for what operators
+add.
 
 Everything here ends up in launch.sh, vllm.env or a systemd unit. The model narrows each
 flag to what those formats carry (no control characters anywhere, absolute paths, ports
@@ -11,18 +12,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import cache
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, ConfigDict, Field, ValidationInfo, field_validator
 
 from vfleet.catalog.flags import FlagSet, _registry
 from vfleet.errors import UserError
 from vfleet.inputs.base import StrictModel
-from vfleet.inputs.values import AbsPath, Port, check_env_key, check_unit_path
+from vfleet.inputs.values import AbsPath, check_env_key, check_unit_path
+from vfleet.spec import flags
+from vfleet.spec.flags import FIXED, Derived, FilePath, OneOf, Rule
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NUMBER = re.compile(r"-\d+(\.\d*)?([eE][-+]?\d+)?")  # a negative value, not a flag
+MODELS_DIR = "/srv/models"  # where a model's folder sits on the hosts unless told
+VLLM_BIN = "/opt/vfleet/vllm/bin/vllm"  # the vllm role's venv (vllm_venv) + /bin/vllm
+
+
+def model_folder(model: str) -> str:
+    """A model's folder on the hosts unless told: MODELS_DIR/<the id's last part>."""
+    return f"{MODELS_DIR}/{model.rstrip('/').split('/')[-1]}"
 
 
 def check_text(value: str) -> str:
@@ -45,33 +57,74 @@ Text = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(check
 ModelName = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(check_text)]
 UnitPath = Annotated[AbsPath, AfterValidator(check_unit_path)]
 EnvItem = Annotated[str, Field(max_length=8192), AfterValidator(check_env_item)]
+ApiPort = Annotated[int, Rule(flags.count(1, 65535))]
 
 
-class RenderArgs(StrictModel):
-    """The flags of `vfleet render`, keyed by their command-line spelling."""
+@dataclass(frozen=True)
+class RayPorts:
+    """Ray's listening ports besides the GCS (`RenderOptions.ray_port`). Ray picks most of
+    them at random unless told; pinned here so that the firewall can name them, and kept
+    below the kernel's ephemeral range (32768-60999 by default) so that no socket bound to
+    port 0 takes one first (Ray's own default agent port, 52365, sits inside it)."""
 
-    model_path: AbsPath = Field(alias="--model-path")
+    node_manager: int = 6380
+    object_manager: int = 6381
+    runtime_env_agent: int = 6382
+    dashboard_agent_grpc: int = 6383
+    metrics_export: int = 6384
+    dashboard_agent_listen: int = 6385
+    min_worker: int = 10002
+    max_worker: int = 10999
+    client_server: int = 10001  # head only; never opened by the firewall
+    dashboard: int = 8265  # head only, on 127.0.0.1
+
+
+class RenderOptions(StrictModel):
+    """What a render writes into each host's files besides the plan, keyed by the flags of
+    `vfleet render`: its parser is generated from these fields (vfleet.cli.from_model), and
+    the deploy's group_vars map onto them (vfleet.spec.deploy.RENDER_FIELDS). Code builds
+    one by field name; vfleet.render.request.render_options checks one given by flag."""
+
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True)
+
+    model_path: Annotated[AbsPath, Derived(f"{MODELS_DIR}/<name>")] = Field(alias="--model-path")
     """model folder on the hosts (e.g. /srv/models/Llama-3.1-8B-Instruct)"""
-    served_model_name: ModelName = Field(alias="--served-model-name")
+    served_model_name: Annotated[ModelName, Derived("the model id")] = Field(
+        alias="--served-model-name"
+    )
     """API model name without control characters (e.g. meta-llama/Llama-3.1-8B-Instruct)"""
-    vllm_bin: AbsPath = Field(alias="--vllm-bin")
+    vllm_bin: AbsPath = Field(VLLM_BIN, alias="--vllm-bin")
     """vllm executable on the hosts (e.g. /opt/vfleet/vllm/bin/vllm)"""
-    port: Port = Field(alias="--port")
+    port: ApiPort = Field(8000, alias="--port")
     """first API port on each host, 1-65535 (e.g. 8000)"""
-    backend: Literal["auto", "mp", "ray"] = Field(alias="--backend")
-    """multi-node backend: auto, mp or ray"""
+    backend: Literal["auto", "mp", "ray"] = Field("auto", alias="--backend")
+    """multi-node TP/PP backend: auto (mp from vLLM 0.11.1, else ray), mp or ray"""
     api_key_file: AbsPath | None = Field(None, alias="--api-key-file")
     """API key file on the hosts (e.g. /etc/vfleet/secrets/api-key)"""
-    install_dir: UnitPath = Field(alias="--install-dir")
+    install_dir: UnitPath = Field("/etc/vfleet", alias="--install-dir")
     """where the units expect the files, a plain absolute path (e.g. /etc/vfleet)"""
-    extra_args: list[Text] = Field(default_factory=list, alias="--extra-arg")
+    # Lax: a list (from the command line or YAML) becomes the tuple a frozen model keeps.
+    extra_args: tuple[Text, ...] = Field((), alias="--extra-arg", strict=False)
     """extra vllm serve arguments, one flag or value each (e.g. --enforce-eager)"""
-    env: list[EnvItem] = Field(default_factory=list, alias="--env")
+    env: tuple[EnvItem, ...] = Field((), alias="--env", strict=False)
     """extra environment as KEY=VALUE (e.g. NCCL_DEBUG=INFO)"""
-    draft_model_path: AbsPath | None = Field(None, alias="--draft-model-path")
+    draft_model_path: Annotated[AbsPath | None, Derived(f"{MODELS_DIR}/<draft name>")] = Field(
+        None, alias="--draft-model-path"
+    )
     """EAGLE draft folder on the hosts (e.g. /srv/models/EAGLE3-LLaMA3.1-8B)"""
-    plan_name: Text = Field(alias="--plan")
+    # The plan's file name, for the files' provenance: `vfleet render --plan`'s, no flag.
+    plan_name: Annotated[Text, FIXED] = Field("plan.json", alias="--plan")
     """plan file name without control characters (e.g. plan.json)"""
+
+    # What vfleet fixes for every render (no flag): the bootstrap ports and the service.
+    master_port: Annotated[int, FIXED] = 29501
+    dp_rpc_port: Annotated[int, FIXED] = 13345
+    ray_port: Annotated[int, FIXED] = 6379
+    ray_ports: Annotated[RayPorts, FIXED] = RayPorts()
+    all2all_backend: Annotated[str, FIXED] = "allgather_reducescatter"
+    service_user: Annotated[str, FIXED] = "vllm"
+    # The service user's home: the only place the hardened units may write (caches).
+    service_home: Annotated[str, FIXED] = "/var/lib/vllm"
 
     @field_validator("port")
     @classmethod
@@ -85,9 +138,43 @@ class RenderArgs(StrictModel):
             )
         return value
 
+    @staticmethod
+    def plan_defaults(model: str) -> dict[str, str]:
+        """The defaults that come from the plan's model, by flag: its folder under
+        MODELS_DIR and its id as the API name."""
+        return {"--model-path": model_folder(model), "--served-model-name": model}
+
     @property
-    def env_pairs(self) -> tuple[tuple[str, str], ...]:
-        return tuple(tuple(item.split("=", 1)) for item in self.env)  # type: ignore[misc]
+    def ray_bin(self) -> str:
+        """`ray`, installed beside vllm in the same venv."""
+        return str(PurePosixPath(self.vllm_bin).with_name("ray"))
+
+    @property
+    def extra_env(self) -> tuple[tuple[str, str], ...]:
+        return tuple((key, value) for key, _, value in (i.partition("=") for i in self.env))
+
+
+class RenderFlags(StrictModel):
+    """`vfleet render`'s inputs and output; the values it writes into the files are
+    RenderOptions, the speculative choice vfleet.spec.requests.SpeculativeOptions."""
+
+    plan: FilePath
+    """plan JSON from vfleet plan"""
+    facts: Annotated[FilePath | None, OneOf("source")] = None
+    """probe facts directory"""
+    cluster: Annotated[FilePath | None, OneOf("source")] = None
+    """cluster spec YAML"""
+    out: FilePath
+    """e.g. artifacts/<env>/launch"""
+    allow_partial_facts: bool = False
+    """render even if a host's probe failed or measured nothing"""
+
+    @property
+    def source(self) -> Path:
+        """The facts folder or the cluster spec, whichever was given (argparse lets one)."""
+        source = self.facts or self.cluster
+        assert source is not None, "argparse requires --facts or --cluster"
+        return source
 
 
 # Flags the plan decides, and where to change each instead.
