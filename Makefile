@@ -20,19 +20,20 @@ TF_ENV := TF_DATA_DIR=$(CURDIR)/artifacts/$(ENV)/.terraform $(TERRAFORM) -chdir=
 
 .PHONY: help setup system-packages engine lint unit test test-engine test-testbed testbed-image molecule \
 	test-terraform provision unprovision bench bench-aic validate restart known-hosts deploy destroy plan \
-	probe examples clean
+	probe examples docs-tables clean
 
 help: ## Show the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: controller/pyproject.toml tools/testbed/pyproject.toml
+$(VENV)/.installed: controller/pyproject.toml controller/devtools/pyproject.toml tools/testbed/pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e 'controller[dev,ops]'
+	$(VENV)/bin/pip install -q -e controller/devtools
 	$(VENV)/bin/pip install -q -e tools/testbed
 	@touch $@
 
-setup: $(VENV)/.installed ## Create .venv/ with the vfleet controller and the testbed tool (idempotent)
+setup: $(VENV)/.installed ## Create .venv/ with the vfleet controller, its development code and the testbed tool (idempotent)
 
 # Needs only the system python3, not .venv: under `make -j` it installs beside `setup`.
 engine: ## Install the vLLM CPU build used by the engine tests (cached in $(VLLM_VENV))
@@ -42,6 +43,7 @@ lint: setup ## ruff over the controller, tests, benchmarks, roles, tools/ and sc
 	$(VENV)/bin/ruff check controller tests bench ansible tools scripts
 	$(VENV)/bin/ruff format --check controller tests bench ansible tools scripts
 	cd controller && $(VENV)/bin/mypy
+	cd controller/devtools && $(VENV)/bin/mypy
 	cd ansible && $(VENV)/bin/ansible-lint
 	$(TERRAFORM) fmt -check -recursive terraform tests/terraform/stubs
 
@@ -87,15 +89,22 @@ provision: setup ## terraform apply for ENV (local: 2 test hosts, root); invento
 unprovision: setup ## terraform destroy for ENV
 	$(TF_ENV) destroy -auto-approve -input=false
 
+# The benchmarks only print. The KV oracle and the engine harness are test code shared with
+# tests/, so those two benchmarks take them from PYTHONPATH (-P: bench/kv_oracle.py itself
+# must not shadow the oracle package).
 bench: setup engine oracle-sources ## Print the benchmark numbers (accuracy, oracle, speed)
 	$(VENV)/bin/python bench/kv_accuracy.py
-	$(VENV)/bin/python bench/kv_oracle.py
+	PYTHONPATH=tests $(VENV)/bin/python -P bench/kv_oracle.py
 	$(VENV)/bin/python bench/budget_speed.py
 	$(VENV)/bin/python bench/plan_speed.py
 	$(VENV)/bin/python bench/plan_render_flow.py
 	$(VENV)/bin/python bench/perf_accuracy.py
-	$(VENV)/bin/python bench/kv_ceiling.py
+	PYTHONPATH=tests/engine $(VENV)/bin/python bench/kv_ceiling.py
 	$(VENV)/bin/python bench/calibration_gain.py
+
+refit: setup ## Refit the estimator's bundled parameters and bands (writes vfleet's data/perf_fit.json, perf_bands.json; minutes)
+	$(VENV)/bin/python controller/tools/refit.py
+.PHONY: refit
 
 bench-aic: setup ## Score our plans with NVIDIA AIConfigurator (installs it, ~850 MB)
 	bash scripts/install-aiconfigurator.sh
@@ -124,6 +133,9 @@ probe: $(if $(filter local,$(ENV)),system-packages) setup $(if $(filter local,$(
 
 examples: setup ## Budgets and a plan for the bundled example clusters (no hosts needed)
 	bash scripts/examples.sh "$(ENV)"
+
+docs-tables: setup ## Rewrite the variable and input tables of the role and Terraform READMEs from their sources
+	$(VENV)/bin/python tools/docs_tables.py
 
 clean: ## Remove build outputs (not the cached engine)
 	rm -rf $(VENV) artifacts .pytest_cache

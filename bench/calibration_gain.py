@@ -18,20 +18,14 @@ import argparse
 import json
 import statistics
 import sys
-from pathlib import Path
 from typing import Any
-
-# tests/support (case loaders) and bench/perf_accuracy are test and bench code
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from perf_accuracy import Scored, prepare_all, refit
-from support.perfcases import load_cases
 
 from vfleet.calibrate.calibration import PRIOR_WEIGHT, fitted_keys
 from vfleet.calibrate.fitting import predict_all
 from vfleet.calibrate.fitting import refit as refit_keys
 from vfleet.perf.params import default_fit
+from vfleet_devtools.perfcases import load_cases
+from vfleet_devtools.perfscore import Scored, prepare_all, refit
 
 MIN_RUNS = 4
 

@@ -9,24 +9,22 @@ absolute error on KV memory and 9.9% on max concurrency on data of this kind.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 
-# tests/support (case loaders) is test code, not part of the installed product
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from support.kvcases import configs_by_case_model, to_run, usable
-
 from vfleet.budget.compute import compute
+from vfleet.errors import UserError
+from vfleet.inputs.files import load_json
+from vfleet_devtools.kvcases import configs_by_case_model, to_run, usable
 
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "kv_cases"
 
 
 def score(cases_dir: Path) -> list[dict]:
-    cases = json.loads((cases_dir / "cases.json").read_text())["cases"]
-    configs = configs_by_case_model(json.loads((cases_dir / "models.json").read_text()))
+    # --cases names the folder: its files are read as every user-named file is.
+    cases = load_json(cases_dir / "cases.json", "KV cases file").data["cases"]
+    configs = configs_by_case_model(load_json(cases_dir / "models.json", "KV models file").data)
     rows = []
     for case in cases:
         if not usable(case, configs):
@@ -54,7 +52,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=Path, default=DEFAULT_DIR)
     args = parser.parse_args()
-    rows = score(args.cases)
+    try:
+        rows = score(args.cases)
+    except UserError as exc:
+        print(f"kv_accuracy: error: {exc}", file=sys.stderr)
+        return 2
     print(
         f"{'case':<46} {'vLLM':<7} {'GPU':<15} {'layout':<7} {'KV GiB pred/obs':>16} "
         f"{'tokens pred':>12} {'tokens obs':>11} {'error':>7}"

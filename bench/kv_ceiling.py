@@ -1,5 +1,6 @@
 """The KV ceiling on a real vLLM CPU engine: more concurrency than the KV cache holds buys
-only preemption, and more memory for KV raises the ceiling (the high-concurrency chapter).
+only preemption, and more memory for KV raises the ceiling
+(docs/high-concurrency-rules.md#max-num-seqs-from-the-kv-budget).
 
 For each KV size (`--kv-cache-memory-bytes`, the CPU build's analogue of
 gpu-memory-utilization) the tiny Llama is served once, with max-num-seqs above every level so
@@ -8,8 +9,11 @@ level. Printed per size: vfleet's predicted ceiling (its budget's KV tokens over
 request grows to) next to the engine's (from the blocks it allocated), and per level the
 output tok/s, TPOT p99 and the preemptions the level added. `--plot` draws the curves.
 
-    python bench/kv_ceiling.py                       # 2, 4 and 8 MiB; levels 4-128
-    python bench/kv_ceiling.py --kv-mib 4 --levels 8,32,64 --plot kv_ceiling.png --json
+    PYTHONPATH=tests/engine python bench/kv_ceiling.py     # 2, 4 and 8 MiB; levels 4-128
+    PYTHONPATH=tests/engine python bench/kv_ceiling.py --kv-mib 4 --levels 8,32,64 --json
+
+The engine harness (tests/engine/harness.py, shared with the engine tests) is test code, so
+it comes from PYTHONPATH, as `make bench` sets it, never from a path this script adds.
 """
 
 from __future__ import annotations
@@ -24,9 +28,6 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
-
-# tests/engine/harness.py starts and stops the engine; it is test code, not the product.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "engine"))
 
 from harness import VllmServer, vllm_venv
 

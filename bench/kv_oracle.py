@@ -1,8 +1,11 @@
 """vfleet's KV budget against vLLM's own planner for each release: per-case tables and a summary.
 
-Usage: python bench/kv_oracle.py [--json] [--release X ...]
+Usage: PYTHONPATH=tests python -P bench/kv_oracle.py [--json] [--release X ...]
 The oracle (tests/kv_oracle) runs each release's get_kv_cache_configs and capacity report on
-CPU; it needs `make engine oracle-sources`. Every number printed comes from that run.
+CPU; it needs `make engine oracle-sources`. Every number printed comes from that run. The
+oracle is test code shared with tests/test_kv_oracle.py, so it comes from PYTHONPATH, as
+`make bench` sets it, never from a path this script adds; `-P` keeps bench/ off the path, or
+`kv_oracle` would be this script instead of the oracle package.
 """
 
 from __future__ import annotations
@@ -14,9 +17,6 @@ import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from kv_oracle import matrix, oracle
 

@@ -9,7 +9,6 @@ Runs vfleet does not model are listed with the reason and not scored.
 
     python bench/perf_accuracy.py            # leave-one-source-out first, then the bundled fit
     python bench/perf_accuracy.py --quick    # the bundled fit only (in-sample: it saw every point)
-    python bench/perf_accuracy.py --fit      # refit the parameters and write them
     python bench/perf_accuracy.py --holdout  # also: each group predicted by a fit without it
 
 The headline is leave-one-source-out: each publication's runs (one repository, or one site
@@ -18,226 +17,43 @@ estimator does on runs it was not fitted on. It refits once per source (minutes)
 
 The fit adjusts physical parameters only (kernel efficiencies per GPU generation, CPU and
 launch overheads per engine generation; vfleet.perf.params), by least squares on log errors
-with a weak pull towards their starting values; no parameter belongs to one case.
+with a weak pull towards their starting values; no parameter belongs to one case. This
+script only prints: the refit tool, `python controller/tools/refit.py`, writes the bundled
+fit and bands (data/perf_fit.json, data/perf_bands.json).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import itertools
 import json
-import math
 import statistics
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 
-# tests/support (case loaders) is test code, not part of the installed product
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from support.perfcases import Case, load_cases
-
-from vfleet.calibrate.fitting import Point, at_bounds, keys_for, predict_all
-from vfleet.calibrate.fitting import refit as refit_keys
-from vfleet.errors import UserError
+from vfleet.calibrate.fitting import at_bounds, predict_all
 from vfleet.perf import bands
-from vfleet.perf.params import (
-    FIT_FILE,
-    FITTED_EFFICIENCY,
-    Efficiency,
-    Fit,
-    Overheads,
-    default_fit,
-    with_measured,
+from vfleet.perf.params import FITTED_EFFICIENCY, Fit, default_fit
+from vfleet_devtools.perfcases import Case, load_cases
+from vfleet_devtools.perfscore import (
+    Scored,
+    band_coverage,
+    by_group,
+    fitted_keys,
+    group_pairs,
+    held_out_bands,
+    holdout,
+    leave_one_source_out,
+    neutral_start,
+    pair_ratio_errors,
+    prepare_all,
+    regime_of,
+    source_of,
+    stats,
 )
-from vfleet.plan.estimate import estimate_regime, prepare
 
 MEASURED_LEVELS = ("gemm", "hbm", "kv_read", "attention", "moe_gemm", "moe_narrow_cols")
-GAP = 0.05  # pairs whose measured throughputs differ by more than this are scored
-
-
-@dataclass(kw_only=True, eq=False)
-class Scored(Point):
-    case: Case
-
-
-def prepare_all(cases: list[Case]) -> tuple[list[Scored], list[tuple[Case, str]]]:
-    scored, skipped = [], []
-    for case in cases:
-        if case.request is None:
-            skipped.append((case, case.skip))
-            continue
-        try:
-            scored.append(
-                Scored(
-                    prepared=prepare(case.request),
-                    tok_s=case.measured_tok_s or 0.0,
-                    tpot_ms=case.measured_tpot_ms,
-                    case=case,
-                )
-            )
-        except UserError as exc:
-            skipped.append((case, str(exc)))
-    return scored, skipped
-
-
-def group_pairs(scored: list[Scored]) -> list[tuple[Scored, Scored, bool]]:
-    """(a, b, right order) for each same-group pair whose measured gap exceeds GAP."""
-    out = []
-    groups: dict[str, list[Scored]] = {}
-    for s in scored:
-        groups.setdefault(s.case.group, []).append(s)
-    for members in groups.values():
-        for a, b in itertools.combinations(members, 2):
-            if _inputs(a) == _inputs(b):
-                continue  # the same launch measured twice: not a layout comparison
-            ma, mb = a.case.measured_tok_s or 0, b.case.measured_tok_s or 0
-            if abs(ma - mb) / max(min(ma, mb), 1e-9) <= GAP:
-                continue
-            out.append((a, b, (ma > mb) == (a.predicted > b.predicted)))
-    return out
-
-
-def _inputs(s: Scored) -> str:
-    r = s.prepared.request
-    return repr(
-        (
-            r.layout,
-            r.traits.version,
-            r.input_len,
-            r.output_len,
-            r.concurrency,
-            r.num_prompts,
-            r.request_rate,
-            r.max_num_seqs,
-            r.max_num_batched_tokens,
-            r.all2all_backend,
-            r.replicas,
-            r.cluster.total_gpus,
-            r.spec.name,
-        )
-    )
-
-
-def stats(scored: list[Scored]) -> dict[str, float]:
-    errors = [abs(s.error) for s in scored]
-    tpot = [
-        abs(s.predicted_tpot / s.case.measured_tpot_ms - 1)
-        for s in scored
-        if s.case.measured_tpot_ms and s.predicted_tpot
-    ]
-    pairs = group_pairs(scored)
-    return {
-        "points": len(scored),
-        "median_abs_error": statistics.median(errors) if errors else math.nan,
-        "mean_abs_error": statistics.fmean(errors) if errors else math.nan,
-        "within_20pct": sum(e <= 0.2 for e in errors) / max(len(errors), 1),
-        "tpot_points": len(tpot),
-        "tpot_median_abs_error": statistics.median(tpot) if tpot else math.nan,
-        "pairs": len(pairs),
-        "pairs_right": sum(ok for *_, ok in pairs) / max(len(pairs), 1),
-    }
-
-
-POINTS_PER_KEY = 3  # an engine generation needs this many runs per overhead to fit them all
-
-
-def fitted_keys(scored: list[Scored]) -> list[str]:
-    return keys_for(scored, points_per_key=POINTS_PER_KEY)
-
-
-def neutral_start(fit: Fit) -> Fit:
-    """Where every fit starts and what its prior pulls towards: the documented starting
-    values of vfleet.perf.params for each generation `fit` covers, with the measured kernel
-    efficiencies laid over them. Starting here, not from the last fit, keeps --fit and the
-    cross-validation reproducible."""
-    return with_measured(
-        Fit(
-            efficiency={g: Efficiency() for g in fit.efficiency},
-            overheads={g: Overheads() for g in fit.overheads},
-            source=fit.source,
-        )
-    )
-
-
-def refit(scored: list[Scored], start: Fit) -> Fit:
-    return refit_keys(scored, start, fitted_keys(scored))
-
-
-def holdout(scored: list[Scored], start: Fit) -> list[tuple[Scored, float]]:
-    """Each comparison group predicted by a fit made without it."""
-    out = []
-    groups = sorted({s.case.group for s in scored})
-    for group in groups:
-        train = [s for s in scored if s.case.group != group]
-        test = [s for s in scored if s.case.group == group]
-        fit = refit(train, start)
-        predict_all(test, fit)
-        out += [(s, s.error) for s in test]
-    return out
-
-
-def source_of(case: Case) -> str:
-    """The publication a run comes from: its repository, else its site and first path part."""
-    raw = case.raw
-    if raw.get("source_repo"):
-        return str(raw["source_repo"])
-    url = urlparse(str(raw.get("source_url") or case.id))
-    first = url.path.strip("/").split("/")[0]
-    return f"{url.netloc}/{first}" if url.netloc else case.id
-
-
-def leave_one_source_out(scored: list[Scored], start: Fit) -> list[tuple[Scored, float]]:
-    """Each publication's runs predicted by a fit made without any of its runs."""
-    out = []
-    for source in sorted({source_of(s.case) for s in scored}):
-        train = [s for s in scored if source_of(s.case) != source]
-        test = [s for s in scored if source_of(s.case) == source]
-        print(f"  refitting without {source} ({len(test)} runs)", file=sys.stderr, flush=True)
-        predict_all(test, refit(train, start))
-        out += [(s, s.error) for s in test]
-    return out
-
-
-def regime_of(s: Scored) -> str:
-    return estimate_regime(s.prepared.request)
-
-
-def held_out_bands(held: list[tuple[Scored, float]]) -> dict[str, bands.Band]:
-    """Bands from the held-out ratios measured / predicted, per regime."""
-    return bands.bands_from_residuals([(regime_of(s), 1 / (1 + e)) for s, e in held])
-
-
-def pair_ratio_errors(scored: list[Scored]) -> list[float]:
-    """(predicted a / predicted b) / (measured a / measured b) for each same-group pair of
-    different layouts (the comparison the planner makes)."""
-    out = []
-    groups: dict[str, list[Scored]] = {}
-    for s in scored:
-        groups.setdefault(s.case.group, []).append(s)
-    for members in groups.values():
-        for a, b in itertools.combinations(members, 2):
-            if a.case.layout_label != b.case.layout_label:
-                out.append((a.predicted / b.predicted) / (a.tok_s / b.tok_s))
-    return out
-
-
-def band_coverage(held: list[tuple[Scored, float]]) -> float:
-    """The share of held-out runs inside a p10-p90 band made without their publication's
-    runs (so the band never saw the run it is checked on)."""
-    inside = 0
-    for source in {source_of(s.case) for s, _ in held}:
-        others = [(s, e) for s, e in held if source_of(s.case) != source]
-        table = held_out_bands(others)
-        for s, e in held:
-            if source_of(s.case) == source:
-                band = bands.band_for(regime_of(s), table)
-                inside += band.low <= 1 / (1 + e) <= band.high
-    return inside / max(len(held), 1)
 
 
 def print_cross_validated(held: list[tuple[Scored, float]]) -> None:
@@ -294,9 +110,7 @@ def print_table(scored: list[Scored], skipped: list[tuple[Case, str]]) -> None:
 
 def print_groups(scored: list[Scored]) -> None:
     """Each comparison group's runs in measured order, with the estimator's rank beside."""
-    groups: dict[str, list[Scored]] = {}
-    for s in scored:
-        groups.setdefault(s.case.group, []).append(s)
+    groups = by_group(scored)
     print("\nlayout order inside each comparison group (measured rank : vfleet rank):")
     for group, members in sorted(groups.items()):
         if len(members) < 2:
@@ -387,7 +201,6 @@ def plot(scored: list[Scored], st: dict[str, float], path: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fit", action="store_true", help="refit and write data/perf_fit.json")
     parser.add_argument("--holdout", action="store_true", help="leave-one-group-out check")
     parser.add_argument(
         "--quick", action="store_true", help="skip the leave-one-source-out refits (in-sample only)"
@@ -400,48 +213,12 @@ def main() -> int:
     args = parser.parse_args()
     fit = default_fit()
     scored, skipped = prepare_all(load_cases(fit, include_held_back=args.held_back))
-    if args.fit:
-        fit = refit(scored, neutral_start(fit))
-        table = held_out_bands(leave_one_source_out(scored, neutral_start(fit)))
-        # Pairs come from one publication, so both of a pair's predictions are held out.
-        table[bands.COMPARISON] = bands.comparison_band(pair_ratio_errors(scored))
-        bands.BANDS_FILE.write_text(
-            json.dumps(
-                {
-                    "description": (
-                        "measured / predicted output tokens/s at the 10th and 90th percentiles "
-                        "of leave-one-source-out predictions, per regime; written by "
-                        "bench/perf_accuracy.py --fit"
-                    ),
-                    "fitted_on": datetime.date.today().isoformat(),
-                    "bands": {k: v.to_json() for k, v in table.items()},
-                },
-                indent=2,
-            )
-            + "\n"
-        )
     predict_all(scored, fit)
     st = stats(scored)
-    if args.fit:
-        FIT_FILE.write_text(
-            json.dumps(
-                {
-                    "description": (
-                        "Fitted by bench/perf_accuracy.py --fit on the measured development "
-                        "set (data/perf_cases/measured.json)"
-                    ),
-                    "fitted_on": datetime.date.today().isoformat(),
-                    "score": {k: round(v, 4) for k, v in st.items()},
-                    "fit": fit.to_dict(),
-                },
-                indent=2,
-            )
-            + "\n"
-        )
     if args.json:
         print(json.dumps({"stats": st, "fit": fit.to_dict()}, indent=2))
         return 0
-    if not args.quick and not args.fit:
+    if not args.quick:
         # The held-out predictions overwrite each point's; the bundled fit's come back after.
         print_cross_validated(leave_one_source_out(scored, neutral_start(fit)))
         predict_all(scored, fit)

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from cli_run import vfleet
-from support.perfcases import load_cases
 from test_deploy_flow import _context as deploy_context
 from test_facts import H100, raw_probe, with_bandwidth, write_dir
 
@@ -24,6 +23,7 @@ from vfleet.deploy import calibrate_env, flow
 from vfleet.deploy.ledger import STAND_IN
 from vfleet.errors import UserError
 from vfleet.plan.estimate import estimate
+from vfleet_devtools.perfcases import load_cases
 
 GROUP = "gpustack-gpt-oss-120b-vllm-"  # one author, one node, two layouts
 MODEL = "openai/gpt-oss-120b"

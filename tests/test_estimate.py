@@ -208,18 +208,14 @@ def test_the_bundled_fit_meets_its_targets_on_the_development_set():
     """The fitted parameters in data/perf_fit.json, scored the way bench/perf_accuracy.py
     scores them: median |output tok/s error| <= 20% and >= 85% of same-group pairs whose
     measured gap exceeds 5% in the right order."""
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        import perf_accuracy
-    finally:
-        sys.path.pop(0)
-    from support.perfcases import load_cases
-
+    from vfleet.calibrate.fitting import predict_all
     from vfleet.perf.params import default_fit
+    from vfleet_devtools.perfcases import load_cases
+    from vfleet_devtools.perfscore import prepare_all, stats
 
-    scored, _ = perf_accuracy.prepare_all(load_cases())
-    perf_accuracy.predict_all(scored, default_fit())
-    st = perf_accuracy.stats(scored)
+    scored, _ = prepare_all(load_cases())
+    predict_all(scored, default_fit())
+    st = stats(scored)
     assert st["points"] >= 80
     assert st["median_abs_error"] <= 0.20, st
     assert st["pairs_right"] >= 0.85, st

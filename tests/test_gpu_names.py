@@ -1,10 +1,10 @@
 """GPU names as people write them: one part or a refusal that lists the candidates."""
 
 import pytest
-from support.kvcases import match_gpu
 
 from vfleet.catalog.gpus import catalog, parse_name, resolve_gpu
 from vfleet.errors import UserError
+from vfleet_devtools.kvcases import match_gpu
 
 
 @pytest.mark.parametrize(

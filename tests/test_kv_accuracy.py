@@ -4,9 +4,8 @@ import json
 import statistics
 from pathlib import Path
 
-from support.kvcases import configs_by_case_model, to_run, usable
-
 from vfleet.budget.compute import compute
+from vfleet_devtools.kvcases import configs_by_case_model, to_run, usable
 
 CASES = Path(__file__).parent / "data" / "kv_cases"
 

@@ -1,6 +1,6 @@
 """Fitting the cost model's physical parameters to measured serving runs.
 
-Two users: bench/perf_accuracy.py refits the bundled table (`data/perf_fit.json`) on the
+Two users: controller/tools/refit.py refits the bundled table (`data/perf_fit.json`) on the
 published development set, and `vfleet calibrate` refits one cluster's GPU generation and
 engine generation on that cluster's own ledger. Both minimise log errors of output tokens/s
 (and, at half weight, of median TPOT where the run held a fixed concurrency), with a weak

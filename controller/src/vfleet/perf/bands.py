@@ -1,6 +1,6 @@
 """Prediction intervals: how far measured runs fell from estimates made without them.
 
-`bench/perf_accuracy.py --fit` predicts each publication's runs with a fit that never saw
+`controller/tools/refit.py` predicts each publication's runs with a fit that never saw
 that publication (leave-one-source-out) and writes, per regime, the 10th and 90th
 percentiles of measured / predicted output throughput to `data/perf_bands.json`. An
 estimate's p10-p90 band is its median times those two ratios: an empirical interval from

@@ -1,7 +1,7 @@
 """The cost model's fitted parameters: kernel efficiencies per GPU generation, software
 overheads per engine generation, all fitted to measured serving runs.
 
-`data/perf_fit.json` is written by `python bench/perf_accuracy.py --fit` from the measured
+`data/perf_fit.json` is written by `python controller/tools/refit.py` from the measured
 development set (`data/perf_cases/measured.json`); a cluster's own calibration
 (`artifacts/<env>/calibration.json`) may override it. A GPU generation without fitted data
 borrows the nearest fitted one and says so (`PerfParams.borrowed_from`).

@@ -96,12 +96,109 @@ def _int(value: Any) -> int | None:
         return None
 
 
+def _unmodelled(raw: dict[str, Any], include_held_back: bool) -> str:
+    """Why vfleet does not model this run before its model and lengths are read, or ""."""
+    if raw.get("held_back") and not include_held_back:
+        return f"held back: {raw['held_back']}"
+    engine = str(raw.get("engine") or "")
+    if not engine.startswith("vllm") or "ROCm" in engine:
+        return f"engine {engine}: vfleet models vLLM on NVIDIA GPUs"
+    layout = raw.get("layout") or {}
+    if layout.get("disaggregated") or "Dynamo" in str(raw.get("engine_version")):
+        return "disaggregated prefill/decode: not modelled"
+    if not (raw.get("results") or {}).get("output_tokens_per_s"):
+        return "no output tokens/s published"
+    return ""
+
+
+def _lengths(raw: dict[str, Any]) -> tuple[str, int, int] | str:
+    """(dataset, input length, output length) as the client sent them, or why not known."""
+    results, workload = raw.get("results") or {}, raw.get("workload") or {}
+    dataset = str(workload.get("dataset") or "random").lower()
+    if "sharegpt" in dataset:
+        measured = results["output_tokens_per_s"]
+        req_s, total = results.get("request_throughput"), results.get("total_tokens_per_s")
+        if req_s and total:
+            return "sharegpt", round((total - measured) / req_s), round(measured / req_s)
+        return "sharegpt", SHAREGPT_MEAN_IN, SHAREGPT_MEAN_OUT
+    if dataset.startswith("random"):
+        in_len, out_len = _int(workload.get("input_len")), _int(workload.get("output_len"))
+        if not in_len or not out_len:
+            return "lengths not published"
+        return "random", in_len, out_len
+    return f"dataset {dataset}: not modelled"
+
+
+def _layout(raw: dict[str, Any]) -> tuple[Candidate, int]:
+    """The layout as launched and the number of independent replicas of it."""
+    layout = raw.get("layout") or {}
+    tp = _int(layout.get("tensor_parallel_size")) or 1
+    pp = _int(layout.get("pipeline_parallel_size")) or 1
+    dp = _int(layout.get("data_parallel_size")) or 1
+    ep = bool(layout.get("enable_expert_parallel") or layout.get("expert_parallel_size"))
+    replicas = 1
+    label = str(raw.get("layout_label") or "")
+    if "independent" in str(layout.get("note", "")) or "replicas" in label:
+        replicas, dp = dp, 1
+    return Candidate(tp, pp, dp, ep, 1), replicas
+
+
+def _cluster(raw: dict[str, Any], gpu: str) -> dict[str, Any]:
+    """The run's nodes as a cluster document (the published runs state no links)."""
+    gpus, nodes = int(raw.get("num_gpus") or 1), int(raw.get("nodes") or 1)
+    spec: dict[str, Any] = {
+        "nodes": nodes,
+        "gpus_per_node": max(gpus // nodes, 1),
+        "gpu": gpu,
+        "intra_node": {"link": "nvswitch", "busbw_GBps": NVSWITCH_BUSBW},
+    }
+    if nodes > 1:
+        spec["inter_node"] = {"fabric": "infiniband", "busbw_GBps": SCALE_OUT_BUSBW}
+    return spec
+
+
+def _request(
+    raw: dict[str, Any], model: tuple[str, str | None], gpu: str, fit: Fit
+) -> EstimateRequest | str:
+    """The `vfleet estimate` call that describes the run, or why vfleet cannot make it."""
+    lengths = _lengths(raw)
+    if isinstance(lengths, str):
+        return lengths
+    dataset, in_len, out_len = lengths
+    workload, sched = raw.get("workload") or {}, raw.get("scheduler") or {}
+    concurrency = _int(workload.get("max_concurrency") or workload.get("concurrency"))
+    rate = workload.get("request_rate")
+    layout, replicas = _layout(raw)
+    model_id, quant = model
+    try:
+        return EstimateRequest(
+            spec=load_model(model_id),
+            cluster=cluster_from_dict(_cluster(raw, gpu)),
+            layout=layout,
+            traits=traits(_version(str(raw.get("engine_version"))) or "0.11.0"),
+            input_len=in_len,
+            output_len=out_len,
+            concurrency=concurrency,
+            num_prompts=_int(workload.get("num_prompts")) or 10 * (concurrency or 50),
+            request_rate=float(rate) if isinstance(rate, int | float) else None,
+            dataset=dataset,
+            replicas=replicas,
+            quantization=quant,
+            max_num_seqs=_int(sched.get("max_num_seqs")),
+            max_num_batched_tokens=_int(sched.get("max_num_batched_tokens")),
+            max_model_len=_int(sched.get("max_model_len")),
+            enable_chunked_prefill=sched.get("chunked_prefill"),
+            num_scheduler_steps=_int(sched.get("num_scheduler_steps")) or 1,
+            all2all_backend=(raw.get("layout") or {}).get("all2all_backend"),
+            fit=fit,
+        )
+    except UserError as exc:
+        return str(exc)
+
+
 def _case(raw: dict[str, Any], fit: Fit, include_held_back: bool = False) -> Case:
     results = raw.get("results") or {}
     workload = raw.get("workload") or {}
-    layout = raw.get("layout") or {}
-    sched = raw.get("scheduler") or {}
-    label = str(raw.get("layout_label") or "")
     measured = results.get("output_tokens_per_s")
     concurrency = _int(workload.get("max_concurrency") or workload.get("concurrency"))
     tpot = (results.get("tpot_ms") or {}).get("median") if concurrency else None
@@ -111,85 +208,17 @@ def _case(raw: dict[str, Any], fit: Fit, include_held_back: bool = False) -> Cas
         "raw": raw,
         "measured_tok_s": float(measured) if measured else None,
         "measured_tpot_ms": float(tpot) if tpot else None,
-        "layout_label": label,
+        "layout_label": str(raw.get("layout_label") or ""),
     }
-
-    def skip(reason: str) -> Case:
-        return Case(request=None, skip=reason, **base)
-
-    if raw.get("held_back") and not include_held_back:
-        return skip(f"held back: {raw['held_back']}")
-    engine = str(raw.get("engine") or "")
-    if not engine.startswith("vllm") or "ROCm" in engine:
-        return skip(f"engine {engine}: vfleet models vLLM on NVIDIA GPUs")
-    if layout.get("disaggregated") or "Dynamo" in str(raw.get("engine_version")):
-        return skip("disaggregated prefill/decode: not modelled")
-    if not measured:
-        return skip("no output tokens/s published")
-    model = _model(str(raw.get("model")))
-    gpu = _gpu(str(raw.get("gpu")))
-    if model is None or gpu is None:
-        return skip(f"{raw.get('model')} on {raw.get('gpu')}: not in the catalogs")
-    dataset = str(workload.get("dataset") or "random").lower()
-    if "sharegpt" in dataset:
-        dataset = "sharegpt"
-        req_s = results.get("request_throughput")
-        total = results.get("total_tokens_per_s")
-        if req_s and total:
-            out_len = round(measured / req_s)
-            in_len = round((total - measured) / req_s)
-        else:
-            in_len, out_len = SHAREGPT_MEAN_IN, SHAREGPT_MEAN_OUT
-    elif dataset.startswith("random"):
-        dataset = "random"
-        in_len, out_len = _int(workload.get("input_len")), _int(workload.get("output_len"))
-        if not in_len or not out_len:
-            return skip("lengths not published")
-    else:
-        return skip(f"dataset {dataset}: not modelled")
-    gpus, nodes = int(raw.get("num_gpus") or 1), int(raw.get("nodes") or 1)
-    tp = _int(layout.get("tensor_parallel_size")) or 1
-    pp = _int(layout.get("pipeline_parallel_size")) or 1
-    dp = _int(layout.get("data_parallel_size")) or 1
-    ep = bool(layout.get("enable_expert_parallel") or layout.get("expert_parallel_size"))
-    replicas = 1
-    if "independent" in str(layout.get("note", "")) or "replicas" in label:
-        replicas, dp = dp, 1
-    spec = {
-        "nodes": nodes,
-        "gpus_per_node": max(gpus // nodes, 1),
-        "gpu": gpu,
-        "intra_node": {"link": "nvswitch", "busbw_GBps": NVSWITCH_BUSBW},
-    }
-    if nodes > 1:
-        spec["inter_node"] = {"fabric": "infiniband", "busbw_GBps": SCALE_OUT_BUSBW}
-    rate = workload.get("request_rate")
-    rate_value = float(rate) if isinstance(rate, int | float) else None
-    model_id, quant = model
-    try:
-        request = EstimateRequest(
-            spec=load_model(model_id),
-            cluster=cluster_from_dict(spec),
-            layout=Candidate(tp, pp, dp, ep, 1),
-            traits=traits(_version(str(raw.get("engine_version"))) or "0.11.0"),
-            input_len=in_len,
-            output_len=out_len,
-            concurrency=concurrency,
-            num_prompts=_int(workload.get("num_prompts")) or 10 * (concurrency or 50),
-            request_rate=rate_value,
-            dataset=dataset,
-            replicas=replicas,
-            quantization=quant,
-            max_num_seqs=_int(sched.get("max_num_seqs")),
-            max_num_batched_tokens=_int(sched.get("max_num_batched_tokens")),
-            max_model_len=_int(sched.get("max_model_len")),
-            enable_chunked_prefill=sched.get("chunked_prefill"),
-            num_scheduler_steps=_int(sched.get("num_scheduler_steps")) or 1,
-            all2all_backend=layout.get("all2all_backend"),
-            fit=fit,
-        )
-    except UserError as exc:
-        return skip(str(exc))
+    why = _unmodelled(raw, include_held_back)
+    model, gpu = _model(str(raw.get("model"))), _gpu(str(raw.get("gpu")))
+    if not why and (model is None or gpu is None):
+        why = f"{raw.get('model')} on {raw.get('gpu')}: not in the catalogs"
+    if why or model is None or gpu is None:
+        return Case(request=None, skip=why, **base)
+    request = _request(raw, model, gpu, fit)
+    if isinstance(request, str):
+        return Case(request=None, skip=request, **base)
     return Case(request=request, skip="", **base)
 
 
