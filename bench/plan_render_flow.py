@@ -21,7 +21,7 @@ from vfleet.catalog.releases import traits
 from vfleet.plan.make import PlanRequest, make_plan
 from vfleet.plan.workload import load_workload
 from vfleet.probe.load import load_cluster
-from vfleet.render.request import default_values, render_into, render_options
+from vfleet.render.request import render_into, render_options
 
 REPO = Path(__file__).resolve().parents[1]
 VFLEET = Path(sys.executable).with_name("vfleet")
@@ -42,9 +42,8 @@ def in_process(cluster_file: Path, model: str, out: Path) -> None:
             traits=traits(None),
         )
     )
-    doc = result.document
-    opts = render_options(doc, default_values(doc), "bench")
-    render_into(out, doc, cluster, opts, flag_set(doc["vllm_version"]))
+    opts = render_options(result.plan, {}, "bench")
+    render_into(out, result.plan, cluster, opts, flag_set(result.plan.vllm_version))
 
 
 def two_processes(cluster_file: Path, model: str, out: Path) -> None:

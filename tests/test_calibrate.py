@@ -133,7 +133,7 @@ def test_plan_env_plans_with_the_calibration_and_the_report_shows_what_changed(c
     result = flow.plan(ctx, probed.cluster)
     assert "using the calibration artifacts/prod/calibration.json" in capsys.readouterr().out
     assert result.inputs.fit.source.endswith("calibration.json")
-    rendered = flow.render(ctx, result.document, probed.cluster)
+    rendered = flow.render(ctx, result.plan, probed.cluster)
     flow.write_report(ctx, result, rendered.endpoints)
     report = (ctx.artifacts / "report" / "report.md").read_text()
     section = report.split("## What the calibration changed")[1]

@@ -59,7 +59,7 @@ def test_facts_are_read_once_and_the_plan_is_made_around_the_pins(tmp_path, read
     ctx = _context(tmp_path, PINNED)
     probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
     result = flow.plan(ctx, probed.cluster)
-    rendered = flow.render(ctx, result.document, probed.cluster)
+    rendered = flow.render(ctx, result.plan, probed.cluster)
     flow.write_report(ctx, result, rendered.endpoints)
 
     assert len(reads) == 2  # two hosts, each file parsed once for the whole deploy
@@ -81,7 +81,7 @@ def test_facts_are_read_once_and_the_plan_is_made_around_the_pins(tmp_path, read
 def test_without_pins_the_search_chooses_other_knobs(tmp_path, reads):
     ctx = _context(tmp_path, {})
     probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
-    doc = flow.plan(ctx, probed.cluster).document
+    doc = flow.plan(ctx, probed.cluster).plan.document()
     assert "overrides" not in doc
     assert (doc["max_model_len"], doc["max_num_seqs"]) != (4096, 48)
 

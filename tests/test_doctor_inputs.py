@@ -4,16 +4,22 @@ vLLM among several, logs with nothing in them, hand-edited plans and endpoints f
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from cli_run import vfleet
 
 from vfleet.cli import doctor as cli_doctor
 from vfleet.cli import main as cli
+from vfleet.cli.doctor import config_from_plan
 from vfleet.errors import UserError
 from vfleet.observe.doctor import observe, report_text
-from vfleet.observe.findings import EngineConfig, config_from_log, config_from_plan
+from vfleet.observe.findings import EngineConfig, config_from_log
 from vfleet.observe.metrics import parse
+from vfleet.spec.plan import load_plan
 
+CLUSTER = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "1x8-h100.yaml"
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 GOOD = 'vllm:num_requests_running{engine="0"} 3\nvllm:num_requests_waiting{engine="0"} 0\n'
 
 
@@ -75,11 +81,21 @@ def test_log_lines_with_wrong_types_are_not_taken_as_config():
     assert cfg.enable_chunked_prefill is None and cfg.max_num_batched_tokens == 4096
 
 
-def test_a_plan_with_a_wrong_type_is_one_line_naming_the_field():
-    with pytest.raises(UserError, match=r"p.json: max_num_seqs must be a whole number >= 1"):
-        config_from_plan({"max_num_seqs": "8"}, "p.json")
-    with pytest.raises(UserError, match="is not a vfleet plan"):
-        config_from_plan([1], "p.json")
+def test_a_plan_with_a_wrong_type_is_one_line_naming_the_field(tmp_path):
+    plan, log = tmp_path / "p.json", tmp_path / "empty.log"
+    log.write_text("")
+    made = vfleet("plan", "--cluster", str(CLUSTER), "--model", MODEL, "--out", str(plan))
+    assert made.returncode == 0, made.stderr
+    good = json.loads(plan.read_text())
+    assert config_from_plan(load_plan(plan)).max_num_seqs == good["max_num_seqs"]
+    for doc, needle in (
+        ({**good, "max_num_seqs": "8"}, "max_num_seqs"),
+        ([1], "not a vfleet plan"),
+    ):
+        plan.write_text(json.dumps(doc))
+        result = vfleet("doctor", "--plan", str(plan), "--log", str(log))
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert str(plan) in result.stderr and needle in result.stderr
 
 
 def test_logs_without_evidence_never_say_healthy(tmp_path, capsys):

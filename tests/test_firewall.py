@@ -17,6 +17,7 @@ from vfleet.render.engines import render
 from vfleet.render.files import render_files
 from vfleet.render.firewall import EPHEMERAL, exposure
 from vfleet.render.types import EngineOnHost, HostRender, RayPorts, Rendered, RenderOptions
+from vfleet.spec.plan import Plan
 
 OPTS = RenderOptions(model_path="/srv/models/m", served_model_name="m")
 
@@ -138,7 +139,7 @@ def test_ray_opens_exactly_the_ports_its_units_pin(tmp_path: Path) -> None:
     )
 
 
-def _split_plan(tmp_path: Path, layout: str, version: str) -> tuple[dict[str, Any], Any]:
+def _split_plan(tmp_path: Path, layout: str, version: str) -> tuple[Plan, Any]:
     """A two-host plan whose one engine is cut into two, both headed on gpu-a (the planner
     does not produce this today; the renderer must still keep their ports apart)."""
     cluster = tmp_path / "c.yaml"
@@ -161,9 +162,11 @@ def _split_plan(tmp_path: Path, layout: str, version: str) -> tuple[dict[str, An
     doc = json.loads(plan.read_text())
     for host in doc["hosts"]:
         ranks = host["engines"].pop("0")
+        for rank in ranks[4:]:  # the second engine's TP ranks count from 0 again
+            rank["tp_rank"] -= 4
         host["engines"] = {"0": ranks[:4], "1": ranks[4:]}
-    doc["tensor_parallel_size"] = 4
-    return doc, load_cluster(cluster)
+    doc.update(tensor_parallel_size=4, layout="TP4 PP2 EP", replicas=2)
+    return Plan.model_validate(doc), load_cluster(cluster)
 
 
 def test_two_engines_headed_on_one_host_get_their_own_bootstrap_ports(tmp_path: Path) -> None:

@@ -272,8 +272,8 @@ def test_the_plan_leaves_a_failed_host_out_and_the_report_says_why(tmp_path, cap
     assert health["left_out"] == {"gpu-b": probed.why["gpu-b"]}
     assert {h["host"]: h["verdict"] for h in health["hosts"]} == {"vm": "pass", "gpu-b": "fail"}
     result = flow.plan(ctx, probed.cluster)
-    assert result.document["replicas"] == 1  # one host's GPU, not two
-    rendered = flow.render(ctx, result.document, probed.cluster)
+    assert result.plan.replicas == 1  # one host's GPU, not two
+    rendered = flow.render(ctx, result.plan, probed.cluster)
     flow.write_report(ctx, result, rendered.endpoints, probed.cluster, probed)
     report = (ctx.artifacts / "report" / "report.md").read_text()
     section = report.split("## Health gate")[1].split("## ")[0]

@@ -33,7 +33,7 @@ RESULT = {
 def _deploy_report(ctx, page: str, **changes: object) -> tuple[list[dict], str]:
     probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
     result = flow.plan(ctx, probed.cluster)
-    rendered = flow.render(ctx, result.document, probed.cluster)
+    rendered = flow.render(ctx, result.plan, probed.cluster)
     endpoints = [{**rendered.endpoints[0], "model": SERVED}]
     run = ctx.artifacts / "report" / "loadtest" / RESULT["vfleet_run_id"]
     run.mkdir(parents=True, exist_ok=True)
@@ -108,7 +108,7 @@ def test_settings_the_estimator_refuses_are_a_note(tmp_path):
     too_long = dict(RESULT, total_input_tokens=40 * 4000)  # 4,000-token prompts, 1,024 allowed
     want = ledger.predicted(planned, probed.cluster, too_long)
     assert "output_tokens_per_s" not in want and "exceeds max-model-len 1024" in want["note"]
-    assert want["kv_tokens"] == planned.document["kv_tokens_per_engine"]
+    assert want["kv_tokens"] == planned.plan.kv_tokens_per_engine
 
 
 def _page_with_preemptions(count: float) -> str:
@@ -123,7 +123,7 @@ def test_a_sweep_adds_a_line_per_level_with_the_preemptions_each_level_added(tmp
     ctx = _context(tmp_path, {})
     probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
     result = flow.plan(ctx, probed.cluster)
-    rendered = flow.render(ctx, result.document, probed.cluster)
+    rendered = flow.render(ctx, result.plan, probed.cluster)
     endpoints = [{**rendered.endpoints[0], "model": SERVED}]
     engine = endpoints[0]["engine"]
     run = ctx.artifacts / "report" / "loadtest" / "deploy"
@@ -157,7 +157,7 @@ def test_a_sweep_adds_a_line_per_level_with_the_preemptions_each_level_added(tmp
     assert predicted == sorted(predicted)  # each level predicted at its own concurrency
     report = (ctx.artifacts / "report" / "report.md").read_text()
     sweep = report.split("## Concurrency sweep")[1].split("## ")[0]
-    assert f"max-num-seqs {result.document['max_num_seqs']}" in sweep
+    assert f"max-num-seqs {result.plan.max_num_seqs}" in sweep
     assert f"| {engine} | 64 | 2,100.0 |" in sweep
     # The main run's table has the main run alone.
     ledger_table = report.split("## Predicted and measured")[1].split("## ")[0]

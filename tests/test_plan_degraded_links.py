@@ -64,7 +64,7 @@ def _plan(cluster: ClusterSpec, model: str = MOE, layout: str | None = None) -> 
 
 
 def _placed(result: PlanResult) -> list[str]:
-    return [h["host"] for h in result.document["hosts"]]
+    return [h.host for h in result.plan.hosts]
 
 
 def test_the_slow_host_is_a_degraded_link_and_the_fabric_is_measured_without_it():
@@ -83,7 +83,7 @@ def test_expert_traffic_across_nodes_is_kept_on_the_sound_hosts():
     assert _placed(result) == ["h2", "h3"]
     assert result.winner.placed_on is not None
     assert result.winner.placed_on.inter_node.busbw_GBps == SOUND_BUSBW
-    doc = result.document
+    doc = result.plan.document()
     assert [(d["host"], d["in_multi_node_engines"]) for d in doc["degraded_links"]] == [
         ("h1", False)
     ]
@@ -105,8 +105,8 @@ def test_pipeline_stages_fill_the_sound_hosts_first_and_pay_for_the_link_when_th
     assert sorted(_placed(three)) == ["h1", "h2", "h3"]
     assert three.winner.placed_on is not None
     assert three.winner.placed_on.inter_node.busbw_GBps == SLOW_BUSBW
-    assert three.document["degraded_links"][0]["in_multi_node_engines"] is True
-    assert "only pipeline stages cross it" in three.document["reason"]
+    assert three.plan.degraded_links[0].in_multi_node_engines is True
+    assert "only pipeline stages cross it" in three.plan.reason
     # The slower link costs the pipeline: the same layout predicts less over the sound link.
     sound = replace(_cluster("h1"), inter_node_with_degraded=None)
     assert _plan(sound, layout="TP8 PP3").winner.tokens_per_s > three.winner.tokens_per_s
@@ -124,13 +124,13 @@ def test_too_few_sound_hosts_put_the_degraded_link_under_the_rules_at_its_measur
     assert _placed(result) == ["h3", "h1"]  # the one sound host first
     assert result.winner.placed_on is not None
     assert result.winner.placed_on.inter_node.busbw_GBps == SLOW_BUSBW
-    assert "only pipeline stages cross it" in result.document["reason"]
+    assert "only pipeline stages cross it" in result.plan.reason
 
 
 def test_engines_inside_one_node_use_every_host():
     result = _plan(_cluster("h1"), model="meta-llama/Llama-3.1-8B-Instruct")
     assert sorted(_placed(result)) == ["h1", "h2", "h3"]
-    assert "no engine crosses it (each fits one node)" in result.document["reason"]
+    assert "no engine crosses it (each fits one node)" in result.plan.reason
 
 
 @pytest.fixture
@@ -152,7 +152,7 @@ def test_a_deploy_plans_around_the_degraded_link_and_the_report_says_where_it_st
     result = flow.plan(ctx, probed.cluster)
     links = json.loads((ctx.artifacts / "plan.json").read_text())["degraded_links"]
     assert [d["host"] for d in links] == ["h1"]
-    rendered = flow.render(ctx, result.document, probed.cluster)
+    rendered = flow.render(ctx, result.plan, probed.cluster)
     flow.write_report(ctx, result, rendered.endpoints, probed.cluster, probed)
     section = (ctx.artifacts / "report" / "report.md").read_text().split("## Health gate")[1]
     used = links[0]["in_multi_node_engines"]

@@ -168,12 +168,12 @@ def test_idle_gpus_are_named_with_the_reason():
         "inter_node: {fabric: ethernet, busbw_GBps: 2.9}\n"
     )
     winner, ranked, inputs = _plan_spec(text, "meta-llama/Llama-3.1-405B-Instruct")
-    doc = document.plan_document(
+    made = document.plan_document(
         inputs.cluster, inputs.workload, ranked, inputs.spec.name, "0.33.0"
     )
-    assert doc["idle_gpus"] == 1024 - winner.gpus_used
-    if doc["idle_gpus"]:
-        assert "GPUs stay idle" in doc["reason"]
+    assert made.idle_gpus == 1024 - winner.gpus_used
+    if made.idle_gpus:
+        assert made.reason and "GPUs stay idle" in made.reason
     # Whole-cluster layouts were costed, not left out.
     assert any(e.gpus_used == 1024 and not e.rejected for e in ranked)
 

@@ -13,6 +13,7 @@ from vfleet.probe.load import load_cluster
 from vfleet.render.engines import render
 from vfleet.render.files import render_files
 from vfleet.render.types import RenderOptions
+from vfleet.spec.plan import Plan
 
 
 def _tree(root: Path) -> dict[str, str]:
@@ -294,19 +295,21 @@ def test_paths_under_home_keep_home_read_only_instead_of_hidden(tmp_path):
     cluster_file.write_text(ONE_H100_X4)
     cluster = load_cluster(cluster_file)
     ranks = [{"gpu": g, "tp_rank": g, "pp_rank": 0, "dp_rank": 0} for g in range(4)]
-    plan = {
-        "model": "m",
-        "vllm_version": "0.32.0",
-        "tensor_parallel_size": 4,
-        "pipeline_parallel_size": 1,
-        "data_parallel_size": 1,
-        "max_model_len": 4096,
-        "gpu_memory_utilization": 0.9,
-        "max_num_seqs": 8,
-        "max_num_batched_tokens": 2048,
-        "kv_cache_dtype": "auto",
-        "hosts": [{"host": "gpu-a", "engines": {"0": ranks}}],
-    }
+    plan = Plan.model_validate(
+        {
+            "model": "m",
+            "vllm_version": "0.32.0",
+            "tensor_parallel_size": 4,
+            "pipeline_parallel_size": 1,
+            "data_parallel_size": 1,
+            "max_model_len": 4096,
+            "gpu_memory_utilization": 0.9,
+            "max_num_seqs": 8,
+            "max_num_batched_tokens": 2048,
+            "kv_cache_dtype": "auto",
+            "hosts": [{"host": "gpu-a", "engines": {"0": ranks}}],
+        }
+    )
     flags = flag_set("0.32.0")
     for home, model, protect in (
         ("/home/vllm", "/srv/models/m", "read-only"),

@@ -15,6 +15,7 @@ from vfleet.catalog.gpus import resolve_gpu
 from vfleet.catalog.models import load_model
 from vfleet.catalog.releases import traits
 from vfleet.present import report
+from vfleet.spec.plan import Alternative, Plan, Predicted
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -27,31 +28,32 @@ def _inputs() -> report.ReportInputs:
         layout=Layout(tp=8),
     )
     budget = compute(req)
-    plan = {
-        "model": f"evil{HOSTILE}",
-        "nodes": 2,
-        "gpus_per_node": 8,
-        "gpu": "H200",
-        "vllm_version": "0.33.0",
-        "layout": "TP8",
-        "replicas": 2,
-        "reason": "fastest & fits",
-        "gpu_memory_utilization": 0.9,
-        "max_num_seqs": 256,
-        "max_num_batched_tokens": 8192,
-        "max_model_len": 32768,
-        "kv_cache_dtype": "auto",
-        "enable_chunked_prefill": True,
-        "predicted": {"tokens_per_s": 1234.5, "tpot_ms": 20.0},
-        "alternatives": [
-            {
-                "layout": "TP4 PP2",
-                "replicas": 2,
-                "predicted": {"tokens_per_s": 1000.0, "tpot_ms": 25.04},
-                "why_not": "slower",
-            }
+    # Unchecked, as the planner builds it: a model folder may be named anything.
+    plan = Plan.model_construct(
+        model=f"evil{HOSTILE}",
+        nodes=2,
+        gpus_per_node=8,
+        gpu="H200",
+        vllm_version="0.33.0",
+        layout="TP8",
+        replicas=2,
+        reason="fastest & fits",
+        gpu_memory_utilization=0.9,
+        max_num_seqs=256,
+        max_num_batched_tokens=8192,
+        max_model_len=32768,
+        kv_cache_dtype="auto",
+        enable_chunked_prefill=True,
+        predicted=Predicted.model_construct(tokens_per_s=1234.5, tpot_ms=20.0),
+        alternatives=[
+            Alternative.model_construct(
+                layout="TP4 PP2",
+                replicas=2,
+                predicted=Predicted.model_construct(tokens_per_s=1000.0, tpot_ms=25.04),
+                why_not="slower",
+            )
         ],
-    }
+    )
     endpoints = [
         {"engine": "engine-0", "url": "http://h1:8000/v1", "mode": "head", "hosts": [HOSTILE]}
     ]

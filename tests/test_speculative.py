@@ -22,6 +22,7 @@ from vfleet.probe.load import load_cluster
 from vfleet.render.engines import render
 from vfleet.render.files import render_files
 from vfleet.render.types import RenderOptions
+from vfleet.spec.plan import Plan
 
 V3 = "deepseek-ai/DeepSeek-V3"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
@@ -242,21 +243,23 @@ intra_node: {link: nvswitch, busbw_GBps: 450}
 
 def _plan_doc(version, sp, model=V3, model_type="deepseek_v3"):
     ranks = [{"gpu": g, "tp_rank": g, "pp_rank": 0, "dp_rank": 0} for g in range(8)]
-    return {
-        "model": model,
-        "model_type": model_type,
-        "vllm_version": version,
-        "tensor_parallel_size": 8,
-        "pipeline_parallel_size": 1,
-        "data_parallel_size": 1,
-        "max_model_len": 8192,
-        "gpu_memory_utilization": 0.9,
-        "max_num_seqs": 64,
-        "max_num_batched_tokens": 8192,
-        "kv_cache_dtype": "fp8",
-        "speculative": sp,
-        "hosts": [{"host": "gpu-a", "address": "10.20.0.11", "engines": {"0": ranks}}],
-    }
+    return Plan.model_validate(
+        {
+            "model": model,
+            "model_type": model_type,
+            "vllm_version": version,
+            "tensor_parallel_size": 8,
+            "pipeline_parallel_size": 1,
+            "data_parallel_size": 1,
+            "max_model_len": 8192,
+            "gpu_memory_utilization": 0.9,
+            "max_num_seqs": 64,
+            "max_num_batched_tokens": 8192,
+            "kv_cache_dtype": "fp8",
+            "speculative": sp,
+            "hosts": [{"host": "gpu-a", "address": "10.20.0.11", "engines": {"0": ranks}}],
+        }
+    )
 
 
 def _render(tmp_path, version, sp, **kw):

@@ -95,8 +95,8 @@ def test_the_plan_leaves_out_the_host_with_an_xid_and_the_one_whose_link_is_slow
     assert checks["h1"]["xid"].verdict == "pass"  # the stand-in's log was read: no Xid
 
     result = flow.plan(ctx, probed.cluster)
-    assert result.document["replicas"] == 1  # h1's GPU alone
-    rendered = flow.render(ctx, result.document, probed.cluster)
+    assert result.plan.replicas == 1  # h1's GPU alone
+    rendered = flow.render(ctx, result.plan, probed.cluster)
     assert [e["hosts"] for e in rendered.endpoints] == [["h1"]]
     flow.write_report(ctx, result, rendered.endpoints, probed.cluster, probed)
     section = (ctx.artifacts / "report" / "report.md").read_text().split("## Health gate")[1]

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Protocol
 from vfleet.errors import UserError
 
 if TYPE_CHECKING:
+    from vfleet.observe.findings import EngineConfig
+    from vfleet.spec.plan import Plan
     from vfleet.spec.requests import DoctorFlags
 
 LOG_TAIL_BYTES = 32 << 20  # the start-up lines doctor looks for sit in the last restart
@@ -18,6 +20,24 @@ LOG_TAIL_BYTES = 32 << 20  # the start-up lines doctor looks for sit in the last
 FETCH_DEADLINE_S = 15.0
 FETCH_MAX_BYTES = 16 << 20
 _CHUNK_BYTES = 64 << 10
+
+
+def config_from_plan(plan: Plan) -> EngineConfig:
+    """The engine settings in a plan from `vfleet plan --out` (vfleet.spec.plan.load_plan
+    checked their types and ranges)."""
+    from vfleet.observe.findings import EngineConfig
+
+    # Optional in a plan file: one that leaves it out says nothing of what the engine runs
+    # with, so the start-up log's value (or none) stands.
+    given = "enable_chunked_prefill" in plan.model_fields_set
+    return EngineConfig(
+        max_num_seqs=plan.max_num_seqs,
+        max_num_batched_tokens=plan.max_num_batched_tokens,
+        enable_chunked_prefill=plan.enable_chunked_prefill if given else None,
+        gpu_memory_utilization=plan.gpu_memory_utilization,
+        max_model_len=plan.max_model_len,
+        source="the deployed plan",
+    )
 
 
 def _fetch_metrics(endpoint: str) -> str:
@@ -183,7 +203,7 @@ def run(namespace: argparse.Namespace) -> int:
     if args.plan:
         from vfleet.spec.plan import load_plan
 
-        cfg = findings.merge(cfg, findings.config_from_plan(load_plan(args.plan), str(args.plan)))
+        cfg = findings.merge(cfg, config_from_plan(load_plan(args.plan)))
     if args.max_num_seqs:
         cfg.max_num_seqs, cfg.source = args.max_num_seqs, "--max-num-seqs"
     obs = None

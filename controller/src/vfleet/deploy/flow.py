@@ -27,6 +27,7 @@ from vfleet.probe.to_cluster import cluster_from_facts, load_facts_dir
 from vfleet.render.request import render_into, render_options
 from vfleet.render.types import Rendered
 from vfleet.spec.deploy import RENDER_FIELDS
+from vfleet.spec.plan import Plan
 from vfleet.spec.render import RenderOptions
 
 HOST_API_KEY_FILE = "/etc/vfleet/secrets/api-key"  # vllm_launch_api_key_file's default
@@ -158,18 +159,18 @@ def plan(ctx: Context, cluster: ClusterSpec) -> PlanResult:
         )
     )
     path = ctx.artifacts / "plan.json"
-    path.write_text(json.dumps(result.document, indent=2) + "\n")
-    doc = result.document
+    path.write_text(json.dumps(result.plan.document(), indent=2) + "\n")
+    made = result.plan
     print(
-        f"    {doc['layout']} x {doc['replicas']}: max-num-seqs {doc['max_num_seqs']}, "
-        f"max-num-batched-tokens {doc['max_num_batched_tokens']}, "
-        f"gpu-memory-utilization {doc['gpu_memory_utilization']} ({ctx.shown(path)})"
+        f"    {made.layout} x {made.replicas}: max-num-seqs {made.max_num_seqs}, "
+        f"max-num-batched-tokens {made.max_num_batched_tokens}, "
+        f"gpu-memory-utilization {made.gpu_memory_utilization} ({ctx.shown(path)})"
     )
     _timed(ctx, "plan", start)
     return result
 
 
-def render(ctx: Context, plan_doc: dict[str, Any], cluster: ClusterSpec) -> Rendered:
+def render(ctx: Context, plan: Plan, cluster: ClusterSpec) -> Rendered:
     """Launch scripts, units and env files for every host into artifacts/<env>/launch."""
     start = time.monotonic()
     print("==> render", flush=True)
@@ -178,10 +179,10 @@ def render(ctx: Context, plan_doc: dict[str, Any], cluster: ClusterSpec) -> Rend
         # Where vllm_launch writes the key on the hosts; the unit reads it at start.
         on_hosts = str(ctx.var("vllm_launch_api_key_file", HOST_API_KEY_FILE))
         given["--api-key-file"] = HOST_API_KEY_FILE if "{{" in on_hosts else on_hosts
-    opts = render_options(plan_doc, given, f"inventories/{ctx.env}/group_vars")
-    flags = flag_set(plan_doc["vllm_version"], cluster.vllm_flags)
+    opts = render_options(plan, given, f"inventories/{ctx.env}/group_vars")
+    flags = flag_set(plan.vllm_version, cluster.vllm_flags)
     out = ctx.artifacts / "launch"
-    rendered = render_into(out, plan_doc, cluster, opts, flags)
+    rendered = render_into(out, plan, cluster, opts, flags)
     print(
         f"    {len(rendered.endpoints)} engine(s) on {len(rendered.hosts)} host(s), "
         f"flag set {flags.summary} ({ctx.shown(out)})"
@@ -250,11 +251,9 @@ def write_report(
                 workload=result.inputs.workload,
                 traits=result.inputs.traits,
             )
-        ).document
-    if result.document.get("overrides"):
-        notes.append(
-            f"Planned around pinned values from group_vars: {result.document['overrides']}"
-        )
+        ).plan
+    if result.plan.overrides:
+        notes.append(f"Planned around pinned values from group_vars: {result.plan.overrides}")
     lines: list[dict[str, Any]] = []
     if cluster is not None:
         run = ledger.latest_run(out / "loadtest")
@@ -266,13 +265,13 @@ def write_report(
     if probed is not None:
         from vfleet.present.health_report import health_section
 
-        links = result.document.get("degraded_links") or []
+        links = result.plan.degraded_links or []
         more.insert(0, health_section(probed.verdicts, probed.why, links))
         notes += [f"Left out of the plan: {host}, {why}." for host, why in probed.why.items()]
     ctx.timings.append(("report", time.monotonic() - start))
     inputs = report.ReportInputs(
         ctx.env,
-        result.document,
+        result.plan,
         winner.budget,
         points,
         loadtest_results(out),
@@ -300,7 +299,7 @@ def _sweep_and_calibration(
     from vfleet.present import sweep_report
 
     sections, plots = [], []
-    swept = sweep_report.sweep_section(lines, result.document, out)
+    swept = sweep_report.sweep_section(lines, result.plan, out)
     if swept:
         sections.append(swept[0])
         plots.append(swept[1])
@@ -317,6 +316,6 @@ def _sweep_and_calibration(
                 pinned=i.pinned,
                 fit=default_fit(),
             )
-        ).document
-        sections.append(sweep_report.calibration_section(calibrated, bundled, result.document))
+        ).plan
+        sections.append(sweep_report.calibration_section(calibrated, bundled, result.plan))
     return sections, plots

@@ -103,14 +103,14 @@ def _lengths(result: dict[str, Any]) -> tuple[int, int] | None:
 
 
 def operating_point(
-    plan: PlanResult, result: dict[str, Any], lengths: tuple[int, int]
+    planned: PlanResult, result: dict[str, Any], lengths: tuple[int, int]
 ) -> OperatingPoint:
     """The run as the estimator's question: one engine of the planned layout under the load
     test's lengths, concurrency and prompt count. Calibration asks it again later."""
-    doc, c = plan.document, plan.winner.candidate
+    plan, c = planned.plan, planned.winner.candidate
     return OperatingPoint(
-        model=doc["model"],
-        vllm_version=doc["vllm_version"],
+        model=plan.model,
+        vllm_version=plan.vllm_version,
         tp=c.tp,
         pp=c.pp,
         dp=c.dp,
@@ -120,36 +120,36 @@ def operating_point(
         output_len=lengths[1],
         concurrency=_count(result.get("max_concurrency")) or None,
         num_prompts=_count(result.get("num_prompts")) or _count(result.get("completed")) or 1,
-        kv_cache_dtype=doc["kv_cache_dtype"],
-        max_num_seqs=doc["max_num_seqs"],
-        max_num_batched_tokens=doc["max_num_batched_tokens"],
-        max_model_len=doc["max_model_len"],
-        gpu_memory_utilization=doc["gpu_memory_utilization"],
-        enable_chunked_prefill=doc["enable_chunked_prefill"],
+        kv_cache_dtype=plan.kv_cache_dtype,
+        max_num_seqs=plan.max_num_seqs,
+        max_num_batched_tokens=plan.max_num_batched_tokens,
+        max_model_len=plan.max_model_len,
+        gpu_memory_utilization=plan.gpu_memory_utilization,
+        enable_chunked_prefill=plan.enable_chunked_prefill,
     )
 
 
-def predicted(plan: PlanResult, cluster: ClusterSpec, result: dict[str, Any]) -> dict[str, Any]:
+def predicted(planned: PlanResult, cluster: ClusterSpec, result: dict[str, Any]) -> dict[str, Any]:
     """The plan's KV for one engine and the estimator's figures at the load test's settings."""
-    doc, winner = plan.document, plan.winner
-    assert winner.budget is not None
+    plan, winner = planned.plan, planned.winner
+    assert winner.budget is not None and plan.predicted is not None
     out: dict[str, Any] = {
-        "kv_tokens": doc["kv_tokens_per_engine"],
+        "kv_tokens": plan.kv_tokens_per_engine,
         "kv_blocks": winner.budget.num_blocks,
-        "block_size": doc["block_size"],
-        "max_concurrency": doc["predicted"]["max_concurrency"] // max(doc["replicas"], 1),
+        "block_size": plan.block_size,
+        "max_concurrency": plan.predicted.max_concurrency // max(plan.replicas or 1, 1),
     }
     lengths = _lengths(result)
     if lengths is None:
         return out
     try:
-        point = operating_point(plan, result, lengths)
+        point = operating_point(planned, result, lengths)
     except ValidationError as exc:  # past what calibrate reads back (e.g. 10**6 prompts)
         out["note"] = f"no operating point recorded: {first_problem(exc)}"
         return out
     out["operating_point"] = point.model_dump()
     try:
-        est = estimate(point.request(cluster, plan.inputs.fit, plan.inputs.spec))
+        est = estimate(point.request(cluster, planned.inputs.fit, planned.inputs.spec))
     except UserError as exc:  # the run's settings are outside what the estimator takes
         out["note"] = f"no estimate at the load test's settings: {exc}"
         return out
@@ -200,7 +200,7 @@ class Run:
 
 def entries(
     env: str,
-    plan: PlanResult,
+    planned: PlanResult,
     cluster: ClusterSpec,
     endpoints: list[dict[str, Any]],
     run: Path | None,
@@ -215,7 +215,7 @@ def entries(
         counter: float | None = None
         for one in [r for r in runs if r.engine == ep["engine"]]:
             metrics = recorded_metrics(one.page, ep["model"])
-            want = predicted(plan, cluster, one.result)
+            want = predicted(planned, cluster, one.result)
             point = want.pop("operating_point", None)
             notes = [n for n in (want.pop("note", ""), metrics.note) if n]
             out.append(
@@ -227,10 +227,10 @@ def entries(
                     "engine": ep["engine"],
                     "sweep_level": one.sweep_level,
                     "measured_at": _text(one.result.get("date")),
-                    "model": plan.document["model"],
-                    "gpu": plan.document["gpu"],
-                    "vllm_version": plan.document["vllm_version"],
-                    "layout": plan.document["layout"],
+                    "model": planned.plan.model,
+                    "gpu": planned.plan.gpu,
+                    "vllm_version": planned.plan.vllm_version,
+                    "layout": planned.plan.layout,
                     "comparable": not stand_in,
                     "why_not": STAND_IN if stand_in else None,
                     "operating_point": point,

@@ -107,7 +107,7 @@ def _plan(run: Run) -> None:
 
 def _render(run: Run) -> None:
     assert run.planned is not None and run.probed is not None
-    run.rendered = flow.render(run.ctx, run.planned.document, run.probed.cluster)
+    run.rendered = flow.render(run.ctx, run.planned.plan, run.probed.cluster)
     run.endpoints = run.rendered.endpoints
 
 

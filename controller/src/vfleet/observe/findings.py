@@ -7,8 +7,6 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from vfleet.errors import UserError
-
 
 @dataclass
 class EngineConfig:
@@ -59,26 +57,6 @@ def config_from_log(log: str) -> EngineConfig:
             if name in args and _typed(name, args[name]):
                 setattr(cfg, name, args[name])
         cfg.source = "the engine's start-up log"
-    return cfg
-
-
-def config_from_plan(plan: object, source: str = "the plan") -> EngineConfig:
-    """The engine settings in a plan from `vfleet plan --out`; a wrong type is an error
-    naming the field (the diagnosis would be built on it)."""
-    if not isinstance(plan, dict):
-        raise UserError(f"{source} is not a vfleet plan (a JSON object): pass `vfleet plan --out`")
-    cfg = EngineConfig(source="the deployed plan")
-    for name in (*_COUNTS, "enable_chunked_prefill", "gpu_memory_utilization"):
-        value = plan.get(name)
-        if value is None:
-            continue
-        if not _typed(name, value):
-            want = {
-                "enable_chunked_prefill": "true or false",
-                "gpu_memory_utilization": "a fraction in (0, 1]",
-            }.get(name, "a whole number >= 1")
-            raise UserError(f"{source}: {name} must be {want}, got {str(value)[:40]!r}")
-        setattr(cfg, name, value)
     return cfg
 
 

@@ -1,10 +1,9 @@
-"""One plan from typed inputs: the search, then the plan document. `vfleet plan` and the
-deploy both call `make_plan`, so a deploy plans in process on the objects it already holds."""
+"""One plan from typed inputs: the search, then the typed plan. `vfleet plan` and the deploy
+both call `make_plan`, so a deploy plans in process on the objects it already holds."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from vfleet.budget.speculative import Speculative
 from vfleet.catalog.modelspec import ModelSpec
@@ -15,6 +14,8 @@ from vfleet.plan.candidate import Candidate
 from vfleet.plan.cluster import ClusterSpec
 from vfleet.plan.search import Evaluated, Pinned, PlanInputs, plan
 from vfleet.plan.workload import Workload
+from vfleet.spec.plan import Plan
+from vfleet.spec.plan import Speculative as PlanSpeculative
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,8 @@ class PlanResult:
     inputs: PlanInputs
     ranked: list[Evaluated]
     """every layout, best first; the rejected ones last, each with its reason"""
-    document: dict[str, Any]
-    """the plan JSON `vfleet render` reads"""
+    plan: Plan
+    """the plan `vfleet render` reads (`plan.document()` is its JSON)"""
 
     @property
     def winner(self) -> Evaluated:
@@ -61,18 +62,24 @@ def make_plan(req: PlanRequest) -> PlanResult:
         fit=req.fit,
     )
     ranked = plan(inputs, req.layout)
-    doc = document.plan_document(
+    made = document.plan_document(
         req.cluster,
         req.workload,
         ranked,
         req.spec.name,
         req.traits.label,
         req.spec.model_type,
-        speculative=req.speculative.to_json() if req.speculative else None,
+        speculative=_speculative(req.speculative),
     )
     pinned = req.pinned.given()
-    if pinned:
+    if pinned:  # the values the operator fixed in group_vars, recorded with the plan
+        update: dict[str, object] = {"overrides": pinned}
         if req.pinned.enable_chunked_prefill is not None:
-            doc["enable_chunked_prefill"] = req.pinned.enable_chunked_prefill
-        doc["overrides"] = pinned
-    return PlanResult(inputs, ranked, doc)
+            update["enable_chunked_prefill"] = req.pinned.enable_chunked_prefill
+        made = made.model_copy(update=update)
+    return PlanResult(inputs, ranked, made)
+
+
+def _speculative(chosen: Speculative | None) -> PlanSpeculative | None:
+    """The plan's record of the speculative choice: its draft only where it has one."""
+    return PlanSpeculative.model_construct(**chosen.to_json()) if chosen else None

@@ -4,18 +4,18 @@ out with why, and where the plan's engines stand to the degraded links."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from vfleet.health.gate import HostVerdict
 from vfleet.present.report import Block, Bullets, Section, Table, Text
+from vfleet.spec.plan import DegradedLink
 
 
 def health_section(
     verdicts: Sequence[HostVerdict],
     left_out: dict[str, str],
-    degraded_links: Sequence[dict[str, Any]] = (),
+    degraded_links: Sequence[DegradedLink] = (),
 ) -> Section:
-    """`degraded_links`: the plan document's entries (host, why, in_multi_node_engines)."""
+    """`degraded_links`: the plan's (host, why, in_multi_node_engines)."""
     rows = [
         [v.host, c.name, c.verdict, c.evidence]
         for v in verdicts
@@ -33,10 +33,10 @@ def health_section(
     return Section("Health gate", blocks)
 
 
-def _link_line(link: dict[str, Any]) -> str:
-    if link["in_multi_node_engines"]:
+def _link_line(link: DegradedLink) -> str:
+    if link.in_multi_node_engines:
         return (
-            f"{link['host']}'s link is degraded and an engine spanning nodes uses it, costed "
+            f"{link.host}'s link is degraded and an engine spanning nodes uses it, costed "
             "at the measured bandwidth (see the plan's reason)"
         )
-    return f"{link['host']}'s link is degraded: no engine that spans nodes runs on it"
+    return f"{link.host}'s link is degraded: no engine that spans nodes runs on it"

@@ -13,12 +13,13 @@ from typing import Any, ClassVar
 
 from vfleet.budget.compute import Budget
 from vfleet.present.budget_report import plot_sweep
+from vfleet.spec.plan import Plan, Predicted
 
 
 @dataclass
 class ReportInputs:
     env: str
-    plan: dict[str, Any]
+    plan: Plan
     budget: Budget | None
     sweep: list[Budget]
     loadtests: list[dict[str, Any]]  # `vllm bench serve --save-result` JSON, one per endpoint
@@ -27,7 +28,7 @@ class ReportInputs:
     notes: list[str] = field(default_factory=list)
     ledger: list[dict[str, Any]] = field(default_factory=list)  # this deploy's ledger lines
     stand_in: str = ""  # what is real and what stands in, when the engines stand in for GPUs
-    reference_plan: dict[str, Any] | None = None  # a real model's plan on the planned GPUs
+    reference_plan: Plan | None = None  # a real model's plan on the planned GPUs
     more: list[Section] = field(default_factory=list)  # drawn by the caller (sweep_report)
     more_plots: list[Path] = field(default_factory=list)
 
@@ -162,15 +163,23 @@ def _plot_loadtest(results: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def _plot_alternatives(plan: dict[str, Any], path: Path) -> None:
+def _predicted(plan: Plan) -> Predicted:
+    assert plan.predicted is not None  # the planner predicts every plan it makes
+    return plan.predicted
+
+
+def _plot_alternatives(plan: Plan, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [plan, *plan.get("alternatives", [])]
-    labels = [f"{r['layout']} x{r['replicas']}" for r in rows]
-    values = [r["predicted"]["tokens_per_s"] for r in rows]
+    rows = [(f"{plan.layout} x{plan.replicas}", _predicted(plan).tokens_per_s)]
+    rows += [
+        (f"{a.layout} x{a.replicas}", a.predicted.tokens_per_s) for a in plan.alternatives or []
+    ]
+    labels = [label for label, _ in rows]
+    values = [tokens for _, tokens in rows]
     fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(rows)))
     colors = ["#2e7d32"] + ["#9e9e9e"] * (len(rows) - 1)
     ax.barh(labels[::-1], values[::-1], color=colors[::-1])
@@ -194,9 +203,8 @@ def build(inputs: ReportInputs, out_dir: Path) -> Report:
     intro: list[Block] = [
         _text(
             "Model ",
-            ("code", str(plan["model"])),
-            f" on {plan['nodes']} x {plan['gpus_per_node']} {plan['gpu']}, "
-            f"vLLM {plan['vllm_version']}.",
+            ("code", plan.model),
+            f" on {plan.nodes} x {plan.gpus_per_node} {plan.gpu}, vLLM {plan.vllm_version}.",
         )
     ]
     if inputs.stand_in:
@@ -218,24 +226,24 @@ def build(inputs: ReportInputs, out_dir: Path) -> Report:
         [
             _text(
                 "Chosen: ",
-                ("strong", f"{plan['layout']} x {plan['replicas']}"),
-                f" — {plan.get('reason', '')}",
+                ("strong", f"{plan.layout} x {plan.replicas}"),
+                f" — {plan.reason or ''}",
             ),
             Table(
                 ["knob", "value"],
                 [
-                    ["gpu-memory-utilization", str(plan["gpu_memory_utilization"])],
-                    ["max-num-seqs", str(plan["max_num_seqs"])],
-                    ["max-num-batched-tokens", str(plan["max_num_batched_tokens"])],
-                    ["max-model-len", str(plan["max_model_len"])],
-                    ["kv-cache-dtype", plan["kv_cache_dtype"]],
-                    ["chunked prefill", "on" if plan["enable_chunked_prefill"] else "off"],
+                    ["gpu-memory-utilization", str(plan.gpu_memory_utilization)],
+                    ["max-num-seqs", str(plan.max_num_seqs)],
+                    ["max-num-batched-tokens", str(plan.max_num_batched_tokens)],
+                    ["max-model-len", str(plan.max_model_len)],
+                    ["kv-cache-dtype", plan.kv_cache_dtype],
+                    ["chunked prefill", "on" if plan.enable_chunked_prefill else "off"],
                 ],
             ),
         ],
     )
     sections = [endpoints, chosen]
-    if plan.get("alternatives"):
+    if plan.alternatives:
         path = out_dir / "plan_alternatives.png"
         _plot_alternatives(plan, path)
         plots.append(path)
@@ -245,12 +253,12 @@ def build(inputs: ReportInputs, out_dir: Path) -> Report:
                 ["layout", "tokens/s", "TPOT ms", "why not"],
                 [
                     [
-                        f"{a['layout']} x{a['replicas']}",
-                        f"{a['predicted']['tokens_per_s']:,.0f}",
-                        f"{a['predicted']['tpot_ms']:.1f}",
-                        a["why_not"],
+                        f"{a.layout} x{a.replicas}",
+                        f"{a.predicted.tokens_per_s:,.0f}",
+                        f"{a.predicted.tpot_ms:.1f}",
+                        a.why_not,
                     ]
-                    for a in plan["alternatives"]
+                    for a in plan.alternatives
                 ],
             ),
         ]
@@ -314,26 +322,26 @@ def build(inputs: ReportInputs, out_dir: Path) -> Report:
     return Report(title, f"vfleet deployment report: {inputs.env}", intro, sections, plots)
 
 
-def _reference_section(ref: dict[str, Any]) -> Section:
+def _reference_section(ref: Plan) -> Section:
     """The plan a real catalog model gets on the GPUs the stand-ins replay: the numbers to
     read as a forecast, unlike the tiny model's."""
-    p = ref["predicted"]
+    p = _predicted(ref)
     headers = ["layout", "max-num-seqs", "KV tokens per engine", "tokens/s", "TPOT ms", "TTFT ms"]
     row = [
-        f"{ref['layout']} x{ref['replicas']}",
-        str(ref["max_num_seqs"]),
-        f"{ref['kv_tokens_per_engine']:,}",
-        f"{p['tokens_per_s']:,.0f}",
-        f"{p['tpot_ms']:.1f}",
-        f"{p['ttft_ms']:.0f}",
+        f"{ref.layout} x{ref.replicas}",
+        str(ref.max_num_seqs),
+        f"{ref.kv_tokens_per_engine:,}",
+        f"{p.tokens_per_s:,.0f}",
+        f"{p.tpot_ms:.1f}",
+        f"{p.ttft_ms:.0f}",
     ]
     return Section(
         "The same cluster with a real model",
         [
             _text(
                 "What vfleet plans for ",
-                ("code", str(ref["model"])),
-                f" on the {ref['nodes']} x {ref['gpus_per_node']} {ref['gpu']} these hosts "
+                ("code", ref.model),
+                f" on the {ref.nodes} x {ref.gpus_per_node} {ref.gpu} these hosts "
                 "stand in for (a prediction for real GPUs; nothing here ran it):",
             ),
             Table(headers, [row]),

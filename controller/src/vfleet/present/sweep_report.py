@@ -15,6 +15,7 @@ from typing import Any
 
 from vfleet.budget.compute import requests_held
 from vfleet.present.report import Block, Image, Section, Table, Text, cell
+from vfleet.spec.plan import Plan, Predicted
 
 
 def kv_ceiling(kv_tokens: Any, block_size: Any, input_len: int, output_len: int) -> int | None:
@@ -46,7 +47,7 @@ def _ceilings(line: dict[str, Any]) -> tuple[int | None, int | None]:
 
 
 def sweep_section(
-    ledger: list[dict[str, Any]], plan: dict[str, Any], out_dir: Path
+    ledger: list[dict[str, Any]], plan: Plan, out_dir: Path
 ) -> tuple[Section, Path] | None:
     by_engine = sweep_lines(ledger)
     if not by_engine:
@@ -68,13 +69,13 @@ def sweep_section(
             )
     first = next(iter(by_engine.values()))[0]
     predicted_cap, measured_cap = _ceilings(first)
-    marks = [f"max-num-seqs {plan['max_num_seqs']}"]
+    marks = [f"max-num-seqs {plan.max_num_seqs}"]
     if measured_cap is not None:
         marks.append(f"the KV cache's ceiling, {measured_cap:,} requests (from its blocks)")
     if predicted_cap is not None and predicted_cap != measured_cap:
         marks.append(f"{predicted_cap:,} as the plan's KV budget predicts")
     path = out_dir / "sweep.png"
-    _plot(by_engine, plan["max_num_seqs"], predicted_cap, measured_cap, path)
+    _plot(by_engine, plan.max_num_seqs, predicted_cap, measured_cap, path)
     said = "Each engine again at rising concurrency. Marked: " + "; ".join(marks) + "."
     past = _past_the_ceiling(next(iter(by_engine.values())), measured_cap or predicted_cap)
     blocks: list[Block] = [
@@ -163,30 +164,19 @@ def _plot(
     plt.close(fig)
 
 
-def calibration_section(
-    summary: str, bundled: dict[str, Any], calibrated: dict[str, Any]
-) -> Section:
+def calibration_section(summary: str, bundled: Plan, calibrated: Plan) -> Section:
     """The plan with the bundled fit next to the plan with the cluster's calibration."""
+    plans = (bundled, calibrated)
+    assert bundled.predicted is not None and calibrated.predicted is not None
+    predicted: tuple[Predicted, ...] = (bundled.predicted, calibrated.predicted)
     rows = []
     for label, old, new in (
-        ("layout", *(f"{d['layout']} x{d['replicas']}" for d in (bundled, calibrated))),
-        ("max-num-seqs", *(str(d["max_num_seqs"]) for d in (bundled, calibrated))),
-        (
-            "max-num-batched-tokens",
-            *(str(d["max_num_batched_tokens"]) for d in (bundled, calibrated)),
-        ),
-        (
-            "predicted tokens/s",
-            *(f"{d['predicted']['tokens_per_s']:,.0f}" for d in (bundled, calibrated)),
-        ),
-        (
-            "predicted TPOT ms",
-            *(f"{d['predicted']['tpot_ms']:.1f}" for d in (bundled, calibrated)),
-        ),
-        (
-            "predicted TTFT ms",
-            *(f"{d['predicted']['ttft_ms']:.0f}" for d in (bundled, calibrated)),
-        ),
+        ("layout", *(f"{d.layout} x{d.replicas}" for d in plans)),
+        ("max-num-seqs", *(str(d.max_num_seqs) for d in plans)),
+        ("max-num-batched-tokens", *(str(d.max_num_batched_tokens) for d in plans)),
+        ("predicted tokens/s", *(f"{p.tokens_per_s:,.0f}" for p in predicted)),
+        ("predicted TPOT ms", *(f"{p.tpot_ms:.1f}" for p in predicted)),
+        ("predicted TTFT ms", *(f"{p.ttft_ms:.0f}" for p in predicted)),
     ):
         rows.append([label, old, new, "" if old == new else "changed"])
     return Section(

@@ -6,30 +6,29 @@ may be older than the cluster spec: both are refused here, up front, with a fix 
 
 from __future__ import annotations
 
-from typing import Any
-
 from vfleet.errors import UserError
 from vfleet.inputs.values import check_address, check_label
 from vfleet.plan.cluster import ClusterSpec, Node
 from vfleet.render.types import Placement
+from vfleet.spec.plan import Plan
 
 
-def check_plan_matches_cluster(plan: dict[str, Any], cluster: ClusterSpec) -> None:
+def check_plan_matches_cluster(plan: Plan, cluster: ClusterSpec) -> None:
     nodes = {n.name: n for n in cluster.nodes}
     gpu_names = {n.gpu.name for n in cluster.nodes}
-    if plan.get("gpu") and plan["gpu"] not in gpu_names:
+    if plan.gpu and plan.gpu not in gpu_names:
         raise UserError(
-            f"plan is for {plan['gpu']} but the cluster has {', '.join(sorted(gpu_names))}: "
+            f"plan is for {plan.gpu} but the cluster has {', '.join(sorted(gpu_names))}: "
             "re-plan against this cluster"
         )
-    for host in plan.get("hosts") or []:
-        name = host.get("host")
+    for host in plan.hosts:
+        name = host.host
         if name not in nodes:
             raise UserError(
                 f"plan places ranks on host {name!r}, which the cluster does not have "
                 f"(hosts: {', '.join(nodes)}): re-plan against these facts"
             )
-        gpus = [r["gpu"] for ranks in host["engines"].values() for r in ranks]
+        gpus = [r.gpu for ranks in host.engines.values() for r in ranks]
         node = nodes[name]
         if len(gpus) > node.gpus or any(g >= node.gpus or g < 0 for g in gpus):
             raise UserError(
@@ -40,12 +39,12 @@ def check_plan_matches_cluster(plan: dict[str, Any], cluster: ClusterSpec) -> No
             raise UserError(f"plan gives one GPU of host {name} to two ranks: re-plan")
 
 
-def check_names(plan: dict[str, Any], cluster: ClusterSpec) -> None:
+def check_names(plan: Plan, cluster: ClusterSpec) -> None:
     """Host names, engine ids and addresses become paths, unit names and unit text."""
     for node in cluster.nodes:
         _check_node(node)
-    for host in plan["hosts"]:
-        for replica in host["engines"]:
+    for host in plan.hosts:
+        for replica in host.engines:
             try:
                 check_label(f"engine-{replica}")
             except ValueError as exc:

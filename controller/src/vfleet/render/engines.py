@@ -1,6 +1,6 @@
 """`render`: a plan and a cluster spec in, the typed engines of every host out.
 
-Pure: a plan document, a cluster spec, options and a flag set in; a `Rendered` out. Its
+Pure: a plan, a cluster spec, options and a flag set in; a `Rendered` out. Its
 files (launch.sh, vllm.env, units, endpoints.json, firewall.json) are vfleet.render.files'
 job, and writing them to disk vfleet.render.write's.
 
@@ -34,6 +34,7 @@ from vfleet.render.modes import dp, mp, ray, single
 from vfleet.render.modes.base import MP_MULTINODE, LaunchMode, Replica, Run
 from vfleet.render.ports import PortBook
 from vfleet.render.types import HostRender, Placement, Rendered, RenderOptions
+from vfleet.spec.plan import Plan
 from vfleet.spec.render import check_env
 
 # Re-exported: callers build options and read results from here.
@@ -59,12 +60,12 @@ def choose_mode(hosts: int, data_parallel: int, backend: str, release: tuple[int
     return "mp"  # mp.place refuses a release too old for it
 
 
-def _replica_layout(plan: dict[str, Any]) -> dict[str, Placement]:
+def _replica_layout(plan: Plan) -> dict[str, Placement]:
     """replica id -> [(host name, ranks on that host)] in host order."""
     out: dict[str, Placement] = {}
-    for host in plan["hosts"]:
-        for replica, ranks in host["engines"].items():
-            out.setdefault(replica, []).append((host["host"], ranks))
+    for host in plan.hosts:
+        for replica, ranks in host.engines.items():
+            out.setdefault(replica, []).append((host.host, ranks))
     return out
 
 
@@ -84,15 +85,13 @@ def _endpoint(job: Replica, model: str) -> dict[str, Any]:
     }
 
 
-def render(
-    plan: dict[str, Any], cluster: ClusterSpec, opts: RenderOptions, flags: FlagSet
-) -> Rendered:
+def render(plan: Plan, cluster: ClusterSpec, opts: RenderOptions, flags: FlagSet) -> Rendered:
     check_plan_matches_cluster(plan, cluster)
     check_names(plan, cluster)
     check_env(opts.extra_env, vfleet_env_names())
     nodes = {n.name: n for n in cluster.nodes}
-    hosts = {h["host"]: HostRender(h["host"], nodes[h["host"]].address, []) for h in plan["hosts"]}
-    version = plan.get("vllm_version") or flags.version
+    hosts = {h.host: HostRender(h.host, nodes[h.host].address, []) for h in plan.hosts}
+    version = plan.vllm_version or flags.version
     run = Run(
         plan=plan,
         cluster=cluster,
@@ -101,7 +100,7 @@ def render(
         nodes=nodes,
         version=version,
         release=parse_version(version),
-        dp=int(plan.get("data_parallel_size", 1)),
+        dp=plan.data_parallel_size,
         ports=PortBook(hosts, opts),
     )
     endpoints: list[dict[str, Any]] = []

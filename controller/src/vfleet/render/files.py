@@ -8,12 +8,12 @@ in vfleet.render.types, never each other. Pure: contents out, vfleet.render.writ
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from vfleet.catalog.flags import FlagSet
 from vfleet.render.firewall import exposure
 from vfleet.render.formats import environments
 from vfleet.render.types import EngineOnHost, HostRender, Rendered, RenderOptions
+from vfleet.spec.plan import Plan
 
 # Home directories that ProtectHome=yes would hide from the unit: when the service home, the
 # model, vLLM or the key file lives under one of them, the unit gets ProtectHome=read-only
@@ -87,7 +87,7 @@ def _engine_files(
 
 
 def render_files(
-    rendered: Rendered, opts: RenderOptions, flags: FlagSet, plan: dict[str, Any]
+    rendered: Rendered, opts: RenderOptions, flags: FlagSet, plan: Plan
 ) -> dict[str, str]:
     """Relative path -> file content for everything `vfleet render` writes."""
     files: dict[str, str] = {}
@@ -95,7 +95,7 @@ def render_files(
         for engine in host.engines:
             files.update(_engine_files(rendered, host, engine, opts, flags))
     files["endpoints.json"] = (
-        json.dumps({"model": plan.get("model"), "endpoints": rendered.endpoints}, indent=2) + "\n"
+        json.dumps({"model": plan.model, "endpoints": rendered.endpoints}, indent=2) + "\n"
     )
     files["firewall.json"] = json.dumps(exposure(rendered, opts), indent=2) + "\n"
     return files

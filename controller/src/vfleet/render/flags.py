@@ -7,7 +7,6 @@ flag the release lacks is refused in one place, with one message, whatever the m
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
 
 from vfleet.budget import speculative
 from vfleet.catalog.flags import FlagSet, recorded_versions
@@ -15,6 +14,7 @@ from vfleet.catalog.flags import flag_set as registry_flag_set
 from vfleet.catalog.releases import parse_version
 from vfleet.errors import UserError
 from vfleet.render.types import Flag, RenderOptions
+from vfleet.spec.plan import Plan, Speculative
 from vfleet.spec.render import model_folder
 
 
@@ -48,57 +48,58 @@ def first_release_with(flag: str) -> str | None:
     return None
 
 
-def common_flags(f: FlagCollector, plan: dict[str, Any], opts: RenderOptions) -> None:
+def common_flags(f: FlagCollector, plan: Plan, opts: RenderOptions) -> None:
     """The flags every engine that runs vLLM gets, whatever its launch mode."""
     f.add("--served-model-name", opts.served_model_name)
     f.add(
         "--tensor-parallel-size",
-        plan["tensor_parallel_size"],
+        plan.tensor_parallel_size,
         "plan: TP stays inside one NVLink domain",
     )
     f.add(
         "--pipeline-parallel-size",
-        plan["pipeline_parallel_size"],
+        plan.pipeline_parallel_size,
         "plan: PP is what crosses slow links",
     )
-    f.add("--max-model-len", plan["max_model_len"], "plan: admits the workload's p99 request")
-    f.add("--gpu-memory-utilization", plan["gpu_memory_utilization"], "plan")
+    f.add("--max-model-len", plan.max_model_len, "plan: admits the workload's p99 request")
+    f.add("--gpu-memory-utilization", plan.gpu_memory_utilization, "plan")
     f.add(
         "--max-num-seqs",
-        plan["max_num_seqs"],
+        plan.max_num_seqs,
         "plan: KV cap at the mean context and the SLOs, written out because the "
         "default depends on the device the config process sees",
     )
     f.add(
         "--max-num-batched-tokens",
-        plan["max_num_batched_tokens"],
+        plan.max_num_batched_tokens,
         "plan: smallest chunk that meets p99 TTFT",
     )
-    if plan.get("enable_chunked_prefill", True):
+    if plan.enable_chunked_prefill:
         f.add(
             "--enable-chunked-prefill", None, "plan: keeps inter-token tails short", required=False
         )
-    f.add("--kv-cache-dtype", plan["kv_cache_dtype"], "plan")
-    if plan.get("block_size"):
-        f.add("--block-size", plan["block_size"], "plan: the block size the budget assumed")
-    if plan.get("decode_context_parallel_size", 1) > 1:
+    f.add("--kv-cache-dtype", plan.kv_cache_dtype, "plan")
+    if plan.block_size:
+        f.add("--block-size", plan.block_size, "plan: the block size the budget assumed")
+    if plan.decode_context_parallel_size > 1:
         f.add(
             "--decode-context-parallel-size",
-            plan["decode_context_parallel_size"],
+            plan.decode_context_parallel_size,
             "plan: DCP shards the KV along the token axis",
         )
-    if plan.get("speculative"):
-        _speculative_flag(f, plan, opts)
-    if plan.get("model_type") == "deepseek_v4":
+    if plan.speculative:
+        _speculative_flag(f, plan.speculative, plan.model_type, opts)
+    if plan.model_type == "deepseek_v4":
         f.add("--trust-remote-code", None, "DeepSeek V4 ships its own code")
 
 
-def _speculative_flag(f: FlagCollector, plan: dict[str, Any], opts: RenderOptions) -> None:
-    sp = plan["speculative"]
-    draft = sp.get("draft_model")
+def _speculative_flag(
+    f: FlagCollector, sp: Speculative, model_type: str, opts: RenderOptions
+) -> None:
+    draft = sp.draft_model
     path = opts.draft_model_path or (model_folder(draft) if draft else None)
     conf = speculative.speculative_config(
-        sp, str(plan.get("model_type") or ""), parse_version(f.version), path
+        sp.model_dump(exclude_unset=True), model_type, parse_version(f.version), path
     )
     # JSON, one argument: the template shell-quotes it.
-    f.add("--speculative-config", conf, f"plan: speculative decoding ({sp['method']})")
+    f.add("--speculative-config", conf, f"plan: speculative decoding ({sp.method})")

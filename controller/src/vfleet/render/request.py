@@ -18,22 +18,23 @@ from vfleet.render.engines import render
 from vfleet.render.files import render_files
 from vfleet.render.types import Rendered, RenderOptions
 from vfleet.render.write import check_out, write_render
+from vfleet.spec.plan import Plan
 
 
-def engines_per_host(plan: dict[str, Any]) -> int:
+def engines_per_host(plan: Plan) -> int:
     """The most engines headed on one host (they take consecutive API ports)."""
     heads: dict[str, int] = {}
-    for replica in {r: None for h in plan["hosts"] for r in h["engines"]}:
-        head = next(h["host"] for h in plan["hosts"] if replica in h["engines"])
+    for replica in {r: None for h in plan.hosts for r in h.engines}:
+        head = next(h.host for h in plan.hosts if replica in h.engines)
         heads[head] = heads.get(head, 0) + 1
     return max(heads.values(), default=1)
 
 
-def render_options(plan: dict[str, Any], given: Mapping[str, Any], source: str) -> RenderOptions:
+def render_options(plan: Plan, given: Mapping[str, Any], source: str) -> RenderOptions:
     """`given` holds the values set, by their `vfleet render` flag names; the others take
     the model's defaults (the model path and name from the plan). Each is checked for the
     file it lands in (vfleet.spec.render) and the first problem is one line naming `source`."""
-    values = {**RenderOptions.plan_defaults(plan["model"]), **given}
+    values = {**RenderOptions.plan_defaults(plan.model), **given}
     context = {"engines_per_host": engines_per_host(plan)}
     try:
         return RenderOptions.model_validate(values, by_alias=True, by_name=False, context=context)
@@ -42,7 +43,7 @@ def render_options(plan: dict[str, Any], given: Mapping[str, Any], source: str) 
 
 
 def render_into(
-    out: Path, plan: dict[str, Any], cluster: ClusterSpec, opts: RenderOptions, flags: FlagSet
+    out: Path, plan: Plan, cluster: ClusterSpec, opts: RenderOptions, flags: FlagSet
 ) -> Rendered:
     """Render every host's files and swap them into `out` whole (nothing half-written)."""
     check_out(out)

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# The render's options live with their checks; downstream code reads them from here.
+# The plan's ranks and the render's options live with their checks; downstream code reads
+# them from here.
+from vfleet.spec.plan import Rank
 from vfleet.spec.render import RayPorts, RenderOptions
 
 __all__ = [
@@ -24,8 +26,7 @@ __all__ = [
     "Rendered",
 ]
 
-# The plan's ranks on one host ({"gpu": 0, "dp_rank": 0, ...}), and a replica's hosts in order.
-Rank = dict[str, Any]
+# A replica's hosts in order, each with the plan's ranks on it.
 Placement = list[tuple[str, list[Rank]]]
 
 

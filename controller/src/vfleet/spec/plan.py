@@ -1,12 +1,12 @@
-"""The plan document: what `vfleet plan --out` writes and `vfleet render`, `vfleet doctor`
-and the pipeline read back.
+"""The plan: what the planner makes, `vfleet plan --out` writes and `vfleet render`,
+`vfleet doctor`, the report, the ledger and the pipeline read, as one typed model.
 
-Unknown top-level keys are refused, not ignored: a hand edit such as `max_num_seq: 512`
-would otherwise render a launch that silently keeps the planner's value. The planner's
-report-only keys (predictions, alternatives, the rejected layouts, ...) are declared as
-optional fields typed loosely, so a plan the planner wrote always loads, while a misspelt
-field among those render reads is named with a did-you-mean. The rules are the ones vLLM
-enforces at start-up, checked here so a bad plan stops at render, not on the hosts.
+Unknown keys are refused, not ignored: a hand edit such as `max_num_seq: 512` would
+otherwise render a launch that silently keeps the planner's value, and a misspelt field is
+named with a did-you-mean. The planner's report-only sections (the workload, predictions,
+alternatives, the rejected layouts) are optional, so a plan without them still renders.
+The rules are the ones vLLM enforces at start-up, checked here so a bad plan stops at
+render, not on the hosts.
 """
 
 from __future__ import annotations
@@ -60,6 +60,16 @@ def _block_size(value: int) -> int:
 
 
 Parallel = Annotated[int, Field(ge=1, le=MAX_PARALLEL)]
+Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+ModelLen = Annotated[int, Field(ge=1, le=100_000_000)]
+Seqs = Annotated[int, Field(ge=1, le=1_000_000)]
+BatchTokens = Annotated[int, Field(ge=1, le=1_000_000_000)]
+KvCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla"]
+LayoutLabel = Annotated[str, Field(max_length=200)]
+Count = Annotated[int, Field(ge=0)]
+Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+# A workload's milliseconds stay what they were given: 2000 from a preset, 2000.0 from a file.
+Millis = Annotated[int, Field(gt=0)] | Annotated[float, Field(gt=0, allow_inf_nan=False)]
 RankIndex = Annotated[int, Field(ge=0, lt=MAX_PARALLEL)]
 Version = Annotated[
     str, AfterValidator(check_version), Field(json_schema_extra={"pattern": _VERSION.pattern})
@@ -128,8 +138,91 @@ class Speculative(StrictModel):
 Loose = dict[str, Any]
 
 
+class PlanWorkload(StrictModel):
+    """The workload the plan was made for (vfleet.plan.workload.Workload)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=255)]
+    """the preset or the workload file's name (e.g. chat)"""
+    input_mean: Annotated[int, Field(ge=1)]
+    """mean prompt tokens (e.g. 1024)"""
+    input_p99: Annotated[int, Field(ge=1)]
+    """p99 prompt tokens (e.g. 4096)"""
+    output_mean: Annotated[int, Field(ge=1)]
+    """mean output tokens (e.g. 256)"""
+    output_p99: Annotated[int, Field(ge=1)]
+    """p99 output tokens (e.g. 1024)"""
+    concurrency: Annotated[int, Field(ge=1)]
+    """simultaneous requests (e.g. 512)"""
+    ttft_p99_ms: Millis
+    """the p99 time-to-first-token target in ms (e.g. 2000)"""
+    tpot_p99_ms: Millis
+    """the p99 time-per-output-token target in ms (e.g. 50)"""
+
+
+class Predicted(StrictModel):
+    """What the cost model predicts for a layout on the whole cluster."""
+
+    tokens_per_s: Amount
+    """output tokens/s (e.g. 1714.1)"""
+    tokens_per_s_p10: Amount
+    """the 10th percentile of the measured error band (e.g. 942.9)"""
+    tokens_per_s_p90: Amount
+    """the 90th percentile of the band (e.g. 2048.8)"""
+    tokens_per_s_per_gpu: Amount
+    """output tokens/s per GPU used (e.g. 214.3)"""
+    tpot_ms: Amount
+    """time per output token in ms (e.g. 49.01)"""
+    itl_p99_ms: Amount
+    """p99 inter-token latency in ms (e.g. 342.06)"""
+    ttft_ms: Amount
+    """p99 time to first token in ms (e.g. 1026.2)"""
+    max_concurrency: Count
+    """sequences the KV caches of every replica hold (e.g. 3472)"""
+    running_per_engine: Count
+    """sequences each engine runs at once (e.g. 84)"""
+    comm_ms_per_step: Annotated[
+        dict[Annotated[str, Field(max_length=40)], Amount], Field(max_length=16)
+    ]
+    """communication ms per step by kind (e.g. {"tp": 1.027, "moe": 2.27})"""
+
+
+class Alternative(StrictModel):
+    """A layout ranked below the chosen one: its knobs, its predictions and why it lost.
+    The fields mean what the plan's fields of the same names mean."""
+
+    layout: LayoutLabel
+    replicas: Annotated[int, Field(ge=1)]
+    tensor_parallel_size: Parallel
+    pipeline_parallel_size: Parallel
+    data_parallel_size: Parallel
+    enable_expert_parallel: bool
+    decode_context_parallel_size: Parallel
+    gpu_memory_utilization: Fraction
+    max_num_seqs: Seqs
+    max_num_batched_tokens: BatchTokens
+    max_model_len: ModelLen
+    enable_chunked_prefill: bool
+    kv_cache_dtype: KvCacheDtype
+    block_size: BlockSize | None
+    kv_tokens_per_engine: Count
+    weights_gib_per_gpu: Amount
+    meets_slo: bool
+    predicted: Predicted
+    why_not: Annotated[str, Field(max_length=4000)]
+    """why the chosen layout beat it"""
+
+
+class RejectedLayout(StrictModel):
+    """A layout the planner refused."""
+
+    layout: LayoutLabel
+    """its label (e.g. TP1)"""
+    why: Annotated[str, Field(max_length=4000)]
+    """the rule or the memory check that refused it"""
+
+
 class Plan(StrictModel):
-    """A plan as `vfleet render` reads it (`vfleet plan --out FILE`)."""
+    """A plan as the planner makes it and `vfleet render` reads it (`vfleet plan --out`)."""
 
     model: Annotated[
         str,
@@ -155,15 +248,15 @@ class Plan(StrictModel):
     """whether MoE experts are spread over the ranks: true or false"""
     enable_chunked_prefill: bool = True
     """whether long prompts are prefilled in chunks: true or false"""
-    max_model_len: Annotated[int, Field(ge=1, le=100_000_000)]
+    max_model_len: ModelLen
     """tokens per sequence, 1 to 100,000,000 (e.g. 8192)"""
-    max_num_seqs: Annotated[int, Field(ge=1, le=1_000_000)]
+    max_num_seqs: Seqs
     """sequences per engine rank, 1 to 1,000,000 (e.g. 256)"""
-    max_num_batched_tokens: Annotated[int, Field(ge=1, le=1_000_000_000)]
+    max_num_batched_tokens: BatchTokens
     """tokens per engine step, at least max_num_seqs (e.g. 8192)"""
-    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+    gpu_memory_utilization: Fraction
     """the fraction of GPU memory vLLM may use, in (0, 1] (e.g. 0.92)"""
-    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla"]
+    kv_cache_dtype: KvCacheDtype
     """the KV cache dtype (e.g. auto, or fp8 where the GPU supports it)"""
     block_size: BlockSize | None = None
     """the KV block size in tokens (e.g. 16 on GPUs, 128 for the CPU build)"""
@@ -179,32 +272,38 @@ class Plan(StrictModel):
     """the cluster's node count (e.g. 2)"""
     gpus_per_node: Annotated[int, Field(ge=1, le=1024)] | None = None
     """GPUs per node (e.g. 8)"""
-    workload: Loose | None = None
+    workload: PlanWorkload | None = None
     """the workload the plan was made for"""
-    layout: Annotated[str, Field(max_length=200)] | None = None
+    layout: LayoutLabel | None = None
     """the chosen layout's label (e.g. TP8)"""
     replicas: Annotated[int, Field(ge=1)] | None = None
     """engine replicas (e.g. 2)"""
-    kv_tokens_per_engine: Annotated[int, Field(ge=0)] | None = None
+    kv_tokens_per_engine: Count | None = None
     """KV cache tokens per engine (e.g. 500000)"""
-    weights_gib_per_gpu: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    weights_gib_per_gpu: Amount | None = None
     """weights per GPU in GiB (e.g. 15.0)"""
     meets_slo: bool | None = None
     """whether the prediction meets the workload's SLOs"""
-    predicted: Loose | None = None
+    predicted: Predicted | None = None
     """the cost model's predictions"""
-    alternatives: list[Loose] | None = None
+    alternatives: list[Alternative] | None = None
     """the next-best layouts"""
-    rejected: list[Loose] | None = None
+    rejected: list[RejectedLayout] | None = None
     """the layouts refused, with why"""
     reason: str | None = None
     """why this layout won"""
-    idle_gpus: Annotated[int, Field(ge=0)] | None = None
+    idle_gpus: Count | None = None
     """GPUs the plan leaves idle (e.g. 0)"""
     degraded_links: Annotated[list[DegradedLink], Field(max_length=4096)] | None = None
     """the hosts with a degraded link and whether engines that span nodes use them"""
     overrides: Loose | None = None
     """the group_vars values the plan was made around (vfleet_plan_overrides)"""
+
+    def document(self) -> dict[str, Any]:
+        """The plan as `vfleet plan --out` writes it: the fields it was made or read with (a
+        default it was not given stays out), in the order the planner writes them."""
+        data = self.model_dump(mode="json", exclude_unset=True)
+        return {key: data[key] for key in DOCUMENT_ORDER if key in data}
 
     @model_validator(mode="after")
     def _label_and_replicas_match_the_ranks(self) -> Plan:
@@ -282,6 +381,19 @@ class Plan(StrictModel):
         return hosts
 
 
+# The order of a plan file's keys: the planner's (vfleet.plan.document), which predates the
+# model and differs from the order its fields are declared and checked in above.
+DOCUMENT_ORDER = (
+    *("model", "model_type", "gpu", "nodes", "gpus_per_node", "vllm_version", "workload"),
+    *("layout", "replicas", "tensor_parallel_size", "pipeline_parallel_size"),
+    *("data_parallel_size", "enable_expert_parallel", "decode_context_parallel_size"),
+    *("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "max_model_len"),
+    *("enable_chunked_prefill", "kv_cache_dtype", "block_size", "kv_tokens_per_engine"),
+    *("weights_gib_per_gpu", "meets_slo", "predicted", "speculative", "alternatives"),
+    *("rejected", "hosts", "reason", "idle_gpus", "degraded_links", "overrides"),
+)
+
+
 def parse_plan(doc: Any) -> Plan:
     """A parsed plan Document as a Plan, or one UserError line."""
     if not isinstance(doc.data, dict):
@@ -291,14 +403,10 @@ def parse_plan(doc: Any) -> Plan:
     return validate(Plan, doc)
 
 
-def load_plan(path: Path) -> dict[str, Any]:
-    """Read and check a plan file; the keys it holds, checked, as the dict render reads.
-
-    Only the keys the file has come back (defaults are not filled in), so what render
-    writes from a plan stays what it wrote before the model existed.
-    """
+def load_plan(path: Path) -> Plan:
+    """Read and check a plan file. The fields it leaves out take their defaults, which are
+    what render assumed of a missing key before the model existed; `model_fields_set` says
+    which ones the file holds (doctor trusts only those)."""
     if not path.exists() and not path.is_symlink():
         raise UserError(f"no plan at {path}: run `vfleet plan --out FILE` first")
-    doc = load_json(path, "plan")
-    plan = parse_plan(doc)
-    return plan.model_dump(mode="json", exclude_unset=True)
+    return parse_plan(load_json(path, "plan"))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from vfleet.catalog.flags import FlagSet
 from vfleet.plan.cluster import ClusterSpec, Node
@@ -18,6 +17,7 @@ from vfleet.render.env import ALL2ALL_ENV, engine_env
 from vfleet.render.flags import FlagCollector, common_flags
 from vfleet.render.ports import PortBook
 from vfleet.render.types import EngineOnHost, Placement, RenderOptions
+from vfleet.spec.plan import Plan
 from vfleet.spec.render import check_extra_args
 
 MP_MULTINODE = (0, 11, 1)  # first release whose mp backend spans hosts
@@ -28,7 +28,7 @@ ALL2ALL_FLAG = (0, 11, 1)  # first release with --all2all-backend (before: an en
 class Run:
     """What every replica of one render shares."""
 
-    plan: dict[str, Any]
+    plan: Plan
     cluster: ClusterSpec
     opts: RenderOptions
     flags: FlagSet
@@ -67,7 +67,7 @@ class Replica:
     def engine(self, index: int, role: str, runs_vllm: bool = True) -> EngineOnHost:
         """The engine on the index-th host, with its environment and no flags yet."""
         opts = self.run.opts
-        gpus = [rank["gpu"] for rank in self.placement[index][1]]
+        gpus = [rank.gpu for rank in self.placement[index][1]]
         env = engine_env(
             self.node(index),
             len(self.placement) > 1,
@@ -100,7 +100,7 @@ class Replica:
         return f
 
     def expert_flags(self, f: FlagCollector, engine: EngineOnHost) -> None:
-        if not self.run.plan.get("enable_expert_parallel"):
+        if not self.run.plan.enable_expert_parallel:
             return
         f.add("--enable-expert-parallel", None, "plan: EP inside a fast domain")
         if self.run.dp <= 1:

@@ -19,7 +19,7 @@ def place(job: Replica) -> list[EngineOnHost]:
         head = index == 0
         engine = job.engine(index, "head" if head else "follower")
         f = job.start_flags(index, engine, serves_api=head)
-        local = len({rank["dp_rank"] for rank in ranks})
+        local = len({rank.dp_rank for rank in ranks})
         f.add("--data-parallel-size", job.run.dp, "plan: attention data parallel")
         f.add("--data-parallel-size-local", local)
         f.add("--data-parallel-start-rank", start)
