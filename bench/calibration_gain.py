@@ -23,7 +23,7 @@ from typing import Any
 from vfleet.calibrate.calibration import PRIOR_WEIGHT, fitted_keys
 from vfleet.calibrate.fitting import predict_all
 from vfleet.calibrate.fitting import refit as refit_keys
-from vfleet.perf.params import default_fit
+from vfleet.perf.fit import default_fit
 from vfleet_devtools.perfcases import load_cases
 from vfleet_devtools.perfscore import Scored, prepare_all, refit
 

@@ -35,7 +35,7 @@ from vfleet.budget.compute import BudgetRequest, compute
 from vfleet.catalog.gpus import resolve_gpu
 from vfleet.catalog.models import load_model
 from vfleet.catalog.releases import traits
-from vfleet.deploy import pins
+from vfleet.environment import pins
 
 REPO = Path(__file__).resolve().parent.parent
 BLOCK = 128  # the CPU attention backend's block size

@@ -16,7 +16,7 @@ elsewhere) predicted by a fit that never saw that publication, so what it report
 estimator does on runs it was not fitted on. It refits once per source (minutes).
 
 The fit adjusts physical parameters only (kernel efficiencies per GPU generation, CPU and
-launch overheads per engine generation; vfleet.perf.params), by least squares on log errors
+launch overheads per engine generation; vfleet.perf.fit), by least squares on log errors
 with a weak pull towards their starting values; no parameter belongs to one case. This
 script only prints: the refit tool, `python controller/tools/refit.py`, writes the bundled
 fit and bands (data/perf_fit.json, data/perf_bands.json).
@@ -34,7 +34,7 @@ import numpy as np
 
 from vfleet.calibrate.fitting import at_bounds, predict_all
 from vfleet.perf import bands
-from vfleet.perf.params import FITTED_EFFICIENCY, Fit, default_fit
+from vfleet.perf.fit import FITTED_EFFICIENCY, Fit, default_fit
 from vfleet_devtools.perfcases import Case, load_cases
 from vfleet_devtools.perfscore import (
     Scored,

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from vfleet.catalog.flags import flag_set
+from vfleet.catalog.flag_registry import flag_set
 from vfleet.catalog.models import load_model
 from vfleet.catalog.releases import traits
 from vfleet.plan.make import PlanRequest, make_plan

@@ -11,9 +11,9 @@ import time
 
 from vfleet.catalog.models import load_model
 from vfleet.catalog.releases import traits
-from vfleet.plan.cluster import cluster_from_dict
 from vfleet.plan.search import PlanInputs, plan
 from vfleet.plan.workload import PRESETS
+from vfleet.topology.cluster import cluster_from_dict
 
 CASES = [
     ("2 x 8 H100, 25 GbE", 2, "H100-SXM-80GB", "ethernet", 2.9, "deepseek-ai/DeepSeek-V3"),

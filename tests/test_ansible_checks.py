@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.deploy import argspecs, envcheck
+from vfleet.environment import argspecs, envcheck
 from vfleet.errors import UserError
 from vfleet.inputs.files import Vaulted
 

@@ -80,6 +80,45 @@ def test_no_cycle_between_packages():
     assert _cycle(_graph()) == []
 
 
+def _runtime_imports(tree: ast.AST) -> list[ast.AST]:
+    """Import statements that run (those under `if TYPE_CHECKING:` are for mypy only)."""
+    found: list[ast.AST] = []
+
+    def walk(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and getattr(child.test, "id", "") == "TYPE_CHECKING":
+                continue
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                found.append(child)
+            walk(child)
+
+    walk(tree)
+    return found
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the vfleet modules it imports (a `from pkg import mod` counts as mod)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = defaultdict(set)
+    for module, path in modules.items():
+        for node in _runtime_imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [f"{node.module}.{a.name}" for a in node.names]
+                targets = [n for n in names if n in modules] or [node.module]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            graph[module].update(t for t in targets if t in modules and t != module)
+    return graph
+
+
+def test_no_cycle_between_modules_even_inside_functions():
+    # An import inside a function hides a circle from Python, not from the reader.
+    graph = {m: {t for t in ts if not m.startswith(t + ".")} for m, ts in _module_graph().items()}
+    assert _cycle(graph) == []
+
+
 def test_the_cycle_check_finds_one():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
@@ -90,6 +129,24 @@ def test_inputs_is_the_bottom_and_observe_stands_beside():
     assert graph.get("observe", set()) == set()
     assert "cli" not in {b for targets in graph.values() for b in targets}
     assert not {"deploy", "cli"} & (graph["plan"] | graph["render"] | graph["probe"])
+
+
+def test_deploy_holds_the_rollout_only():
+    graph = _graph()
+    # The environment, Terraform, the health checks and the closed loop sit below the rollout.
+    for below in ("environment", "terraform", "health", "feedback", "topology", "documents"):
+        assert "deploy" not in graph.get(below, set()), below
+    deploy = {p.stem for p in (SRC / "vfleet" / "deploy").glob("*.py")}
+    assert deploy == {"__init__", "pipeline", "flow"}
+
+
+def test_one_file_name_per_module():
+    """Two modules may share a file name only as strategy siblings in one folder."""
+    by_name: dict[str, set[Path]] = defaultdict(set)
+    for path in (SRC / "vfleet").rglob("*.py"):
+        if path.name not in ("__init__.py", "__main__.py"):
+            by_name[path.name].add(path.parent)
+    assert {name: sorted(map(str, dirs)) for name, dirs in by_name.items() if len(dirs) > 1} == {}
 
 
 def test_no_product_module_imports_tests():

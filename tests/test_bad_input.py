@@ -16,7 +16,8 @@ import pytest
 import yaml
 from cli_run import vfleet
 
-from vfleet.deploy import context, envcheck, pipeline
+from vfleet.deploy import pipeline
+from vfleet.environment import context, envcheck
 from vfleet.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]

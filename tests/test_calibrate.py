@@ -19,9 +19,11 @@ from test_facts import H100, raw_probe, with_bandwidth, write_dir
 
 from vfleet.calibrate import calibration, points
 from vfleet.calibrate.points import OperatingPoint, fitting_points, read_ledger
-from vfleet.deploy import calibrate_env, flow
-from vfleet.deploy.ledger import STAND_IN
+from vfleet.deploy import flow
 from vfleet.errors import UserError
+from vfleet.feedback import calibrate_env
+from vfleet.feedback.ledger import STAND_IN
+from vfleet.health import probed as health_probed
 from vfleet.plan.estimate import estimate
 from vfleet_devtools.perfcases import load_cases
 
@@ -129,7 +131,7 @@ def test_a_calibration_fits_the_clusters_runs_and_predicts_each_held_out(calibra
 
 def test_plan_env_plans_with_the_calibration_and_the_report_shows_what_changed(calibrated, capsys):
     ctx = calibrated[0]
-    probed = flow.probed_cluster(ctx, "plan-env", allow_partial=False)
+    probed = health_probed.probed_cluster(ctx, "plan-env", allow_partial=False)
     result = flow.plan(ctx, probed.cluster)
     assert "using the calibration artifacts/prod/calibration.json" in capsys.readouterr().out
     assert result.inputs.fit.source.endswith("calibration.json")
@@ -207,7 +209,7 @@ def test_runs_on_another_gpu_are_left_out(tmp_path, runs):
     ctx = _context(tmp_path)
     lines = [_line(c) for c in runs]
     lines[0]["gpu"] = "H200-SXM-141GB"  # an earlier deploy on other machines
-    cluster = flow.probed_cluster(ctx, "calibrate", allow_partial=False).cluster
+    cluster = health_probed.probed_cluster(ctx, "calibrate", allow_partial=False).cluster
     found = fitting_points(read_ledger(_write(ctx, lines)), cluster)
     assert len(found.usable) == len(runs) - 1
     assert "measured on H200-SXM-141GB, the cluster now has H100" in found.skipped[0][1]
@@ -216,7 +218,7 @@ def test_runs_on_another_gpu_are_left_out(tmp_path, runs):
 def test_the_newest_runs_are_kept_within_the_replay_budget(tmp_path, runs, monkeypatch):
     ctx = _context(tmp_path)
     path = _write(ctx, [_line(c) for c in runs])
-    cluster = flow.probed_cluster(ctx, "calibrate", allow_partial=False).cluster
+    cluster = health_probed.probed_cluster(ctx, "calibrate", allow_partial=False).cluster
     whole = fitting_points(read_ledger(path), cluster)
     assert len(whole.usable) == len(runs)
     costs = [points._replay_cost(u.point) for u in whole.usable]

@@ -25,7 +25,7 @@ from test_ledger import _context as ledger_context
 from vfleet.calibrate import calibration
 from vfleet.calibrate.calibration import EfficiencyValues, OverheadValues
 from vfleet.calibrate.points import read_ledger
-from vfleet.perf.params import Efficiency, Overheads
+from vfleet.perf.fit import Efficiency, Overheads
 
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = str(REPO / "examples/clusters/1x8-h200.yaml")

@@ -1,4 +1,4 @@
-"""Every command's flags come from typed models (vfleet.spec.requests, vfleet.spec.render,
+"""Every command's flags come from typed models (vfleet.documents.requests, vfleet.documents.render,
 vfleet.cli.env_flags): the parser is generated from them (vfleet.cli.from_model), the
 help shows the models' defaults, and what argparse parses validates back into the same
 model."""
@@ -30,10 +30,10 @@ from vfleet.cli.env_flags import (
     ValidateFlags,
 )
 from vfleet.cli.from_model import add_arguments, flag_values, from_namespace
-from vfleet.spec.deploy import RENDER_FIELDS
-from vfleet.spec.flags import Derived, NotAFlag
-from vfleet.spec.render import MODELS_DIR, VLLM_BIN, RenderFlags, RenderOptions
-from vfleet.spec.requests import BudgetFlags, DoctorFlags, EstimateFlags, PlanFlags
+from vfleet.documents.deploy import RENDER_FIELDS
+from vfleet.documents.flag_types import Derived, NotAFlag
+from vfleet.documents.render import MODELS_DIR, VLLM_BIN, RenderFlags, RenderOptions
+from vfleet.documents.requests import BudgetFlags, DoctorFlags, EstimateFlags, PlanFlags
 
 CLI_DIR = Path(cli.__file__).parent
 COMMANDS = {command.name: command for command in cli.TABLE}
@@ -84,7 +84,7 @@ def test_start_up_imports_no_model():
         "from vfleet.cli import main\n"
         "assert 'pydantic' not in sys.modules, 'pydantic at start-up'\n"
         "main._parser(['plan'])\n"
-        "assert 'vfleet.spec.render' not in sys.modules, 'render options for plan'\n"
+        "assert 'vfleet.documents.render' not in sys.modules, 'render options for plan'\n"
         "assert 'vfleet.cli.env_flags' not in sys.modules, 'environment flags for plan'\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -338,5 +338,5 @@ def test_a_typed_field_without_a_rule_is_refused_when_the_parser_is_built():
     class Loose(BaseModel):
         count: int = 1
 
-    with pytest.raises(TypeError, match=r"--count: .* needs a vfleet\.spec\.flags\.Rule"):
+    with pytest.raises(TypeError, match=r"--count: .* needs a vfleet\.documents\.flag_types\.Rule"):
         add_arguments(argparse.ArgumentParser(), Loose)

@@ -14,7 +14,8 @@ import pytest
 from test_facts import H200, raw_probe, second_host, with_bandwidth, write_dir
 
 from vfleet.deploy import flow
-from vfleet.deploy.context import Context
+from vfleet.environment.context import Context
+from vfleet.health import probed as health_probed
 from vfleet.probe import to_cluster
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,7 +58,7 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
 def test_facts_are_read_once_and_the_plan_is_made_around_the_pins(tmp_path, reads):
     ctx = _context(tmp_path, PINNED)
-    probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
+    probed = health_probed.probed_cluster(ctx, "deploy", allow_partial=False)
     result = flow.plan(ctx, probed.cluster)
     rendered = flow.render(ctx, result.plan, probed.cluster)
     flow.write_report(ctx, result, rendered.endpoints)
@@ -80,7 +81,7 @@ def test_facts_are_read_once_and_the_plan_is_made_around_the_pins(tmp_path, read
 
 def test_without_pins_the_search_chooses_other_knobs(tmp_path, reads):
     ctx = _context(tmp_path, {})
-    probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
+    probed = health_probed.probed_cluster(ctx, "deploy", allow_partial=False)
     doc = flow.plan(ctx, probed.cluster).plan.document()
     assert "overrides" not in doc
     assert (doc["max_model_len"], doc["max_num_seqs"]) != (4096, 48)
@@ -93,7 +94,7 @@ def test_a_failed_probe_stops_the_plan_in_one_line(tmp_path, reads):
     raw.update(probe_failed=True, errors=["nvidia-smi -q -x failed: Unknown Error"])
     path.write_text(json.dumps(raw))
     with pytest.raises(Exception, match=r"the probe failed on gpu-b \(nvidia-smi -q -x failed"):
-        flow.probed_cluster(ctx, "deploy", allow_partial=False)
+        health_probed.probed_cluster(ctx, "deploy", allow_partial=False)
 
 
 def test_the_phase_summary_lines_the_seconds_up_in_one_column(tmp_path, capsys):

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from cli_run import vfleet
 
-from vfleet.cli import doctor as cli_doctor
+from vfleet.cli import doctor_command as cli_doctor
 from vfleet.cli import main as cli
-from vfleet.cli.doctor import config_from_plan
+from vfleet.cli.doctor_command import config_from_plan
+from vfleet.documents.plan import load_plan
 from vfleet.errors import UserError
 from vfleet.observe.doctor import observe, report_text
 from vfleet.observe.findings import EngineConfig, config_from_log
 from vfleet.observe.metrics import parse
-from vfleet.spec.plan import load_plan
 
 CLUSTER = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "1x8-h100.yaml"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"

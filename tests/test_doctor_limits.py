@@ -17,7 +17,7 @@ import pytest
 from cli_run import Result, vfleet
 from hostile import assert_one_line
 
-from vfleet.cli import doctor as cli_doctor
+from vfleet.cli import doctor_command as cli_doctor
 from vfleet.errors import UserError
 from vfleet.observe import metrics
 

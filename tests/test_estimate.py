@@ -15,9 +15,9 @@ from vfleet.catalog.models import load_model
 from vfleet.catalog.releases import traits
 from vfleet.perf import model as perf
 from vfleet.perf.simulate import Client, EngineLimits, replay
-from vfleet.plan.cluster import cluster_from_dict
 from vfleet.plan.estimate import EstimateRequest, estimate, request_lengths
 from vfleet.plan.search import parse_layout
+from vfleet.topology.cluster import cluster_from_dict
 
 REPO = Path(__file__).resolve().parent.parent
 H200 = {
@@ -209,7 +209,7 @@ def test_the_bundled_fit_meets_its_targets_on_the_development_set():
     scores them: median |output tok/s error| <= 20% and >= 85% of same-group pairs whose
     measured gap exceeds 5% in the right order."""
     from vfleet.calibrate.fitting import predict_all
-    from vfleet.perf.params import default_fit
+    from vfleet.perf.fit import default_fit
     from vfleet_devtools.perfcases import load_cases
     from vfleet_devtools.perfscore import prepare_all, stats
 

@@ -1,4 +1,4 @@
-"""Probe facts: parsers on a real H200 capture and on built fixtures, the ClusterSpec they
+"""Probe facts: parsers on a real H200 capture and on built fixtures, the Cluster they
 make, the collector run on this machine with a stand-in nvidia-smi, and refusals."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import ci_gate
 import pytest
 import yaml
 
-from vfleet.deploy import pins
+from vfleet.environment import pins
 from vfleet.errors import UserError
 from vfleet.probe import cli, gpu_tools, host, network, normalize, to_cluster
 from vfleet.probe.load import load_cluster

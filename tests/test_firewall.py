@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from render_cases import CASES, TWO_H100_ETH, render_case, run_vfleet
 
-from vfleet.catalog.flags import flag_set
+from vfleet.catalog.flag_registry import flag_set
+from vfleet.documents.plan import Plan
 from vfleet.errors import UserError
 from vfleet.probe.load import load_cluster
 from vfleet.render.engines import render
-from vfleet.render.files import render_files
+from vfleet.render.file_set import render_files
 from vfleet.render.firewall import EPHEMERAL, exposure
 from vfleet.render.types import EngineOnHost, HostRender, RayPorts, Rendered, RenderOptions
-from vfleet.spec.plan import Plan
 
 OPTS = RenderOptions(model_path="/srv/models/m", served_model_name="m")
 

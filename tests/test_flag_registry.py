@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from vfleet.deploy import pins
+from vfleet.environment import pins
 
 REPO = Path(__file__).resolve().parents[1]
 TOOL = REPO / "controller" / "tools" / "flag_registry"

@@ -17,8 +17,9 @@ from cli_run import vfleet
 from test_deploy_flow import _context
 from test_facts import H100, H200, HOSTS, _ok, raw_probe, second_host, with_bandwidth, write_dir
 
-from vfleet.deploy import flow, preflight
-from vfleet.health import gate, ssh_sweep
+from vfleet.deploy import flow
+from vfleet.health import gate, preflight, ssh_sweep
+from vfleet.health import probed as health_probed
 from vfleet.health.links import iperf3_checks
 from vfleet.probe.kernel_log import parse_xids, xid_events
 from vfleet.probe.normalize import normalize
@@ -264,7 +265,7 @@ def _sick_second_host(tmp_path: Path) -> Any:
 
 def test_the_plan_leaves_a_failed_host_out_and_the_report_says_why(tmp_path, capsys):
     ctx = _sick_second_host(tmp_path)
-    probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
+    probed = health_probed.probed_cluster(ctx, "deploy", allow_partial=False)
     out = capsys.readouterr().out
     assert "==> health gate" in out and "gpu-b" in out and "remapped_rows" in out
     assert [n.name for n in probed.cluster.nodes] == ["vm"] and probed.left_out == ["gpu-b"]
@@ -283,7 +284,7 @@ def test_the_plan_leaves_a_failed_host_out_and_the_report_says_why(tmp_path, cap
 
 def test_allow_degraded_plans_on_the_sick_host_loudly(tmp_path, capsys):
     ctx = _sick_second_host(tmp_path)
-    probed = flow.probed_cluster(ctx, "deploy", allow_partial=False, allow_degraded=True)
+    probed = health_probed.probed_cluster(ctx, "deploy", allow_partial=False, allow_degraded=True)
     assert len(probed.cluster.nodes) == 2 and not probed.left_out
     assert "WARNING: planning on 1 host(s) that failed a check (--allow-degraded): gpu-b" in (
         capsys.readouterr().out

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vfleet.perf import kernels
-from vfleet.perf.params import FITTED_EFFICIENCY, default_fit
+from vfleet.perf.fit import FITTED_EFFICIENCY, default_fit
 
 
 def test_hopper_efficiencies_come_from_the_tables_not_the_fit():

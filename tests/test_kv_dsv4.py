@@ -17,7 +17,7 @@ from vfleet.budget.params import Layout
 from vfleet.catalog import gpus
 from vfleet.catalog import models as catalog
 from vfleet.catalog import releases as versions
-from vfleet.catalog.modelspec import spec_from_config
+from vfleet.catalog.model_shape import spec_from_config
 from vfleet.errors import UserError
 
 AVAILABLE = 34_448_757_120

@@ -2,7 +2,7 @@
 
 import pytest
 
-from vfleet.budget.kvspec import layer_row_bytes, stage_layout
+from vfleet.budget.kv_layout import layer_row_bytes, stage_layout
 from vfleet.budget.params import pp_partition
 from vfleet.catalog.models import load_model
 
@@ -51,7 +51,7 @@ def test_gpt_oss_forms_two_groups_of_eighteen_layers():
 
 
 def test_llama4_chunked_layers_are_full_attention_unless_hybrid_is_opted_in():
-    from vfleet.budget.kvspec import blocks_per_request
+    from vfleet.budget.kv_layout import blocks_per_request
 
     spec = load_model("meta-llama/Llama-4-Scout-17B-16E-Instruct")
     assert len(spec.chunked_layers) == 36  # every fourth of 48 layers is global NoPE

@@ -15,7 +15,7 @@ from hostile import LOADER_SETTINGS, assert_one_line
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vfleet.cli.estimate import MAX_REPLAY_STEPS, MAX_TIMED_STEPS
+from vfleet.cli.estimate_command import MAX_REPLAY_STEPS, MAX_TIMED_STEPS
 from vfleet.errors import UserError
 from vfleet.perf.simulate import Client, EngineLimits, replay
 from vfleet.plan.candidate import Candidate

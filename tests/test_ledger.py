@@ -1,4 +1,4 @@
-"""The ledger (vfleet.deploy.ledger) on a deploy's report step: the plan's KV and the
+"""The ledger (vfleet.feedback.ledger) on a deploy's report step: the plan's KV and the
 estimator's figures at the load test's own settings, next to a `vllm bench serve` result
 and a real vLLM /metrics page as the load test saves them; one line per engine and deploy,
 appended; a stand-in's entries say they are no check of the model; a missing /metrics page
@@ -12,7 +12,9 @@ from pathlib import Path
 
 from test_deploy_flow import _context
 
-from vfleet.deploy import flow, ledger
+from vfleet.deploy import flow
+from vfleet.feedback import ledger
+from vfleet.health import probed as health_probed
 
 METRICS = Path(__file__).parent / "data" / "metrics" / "v0-0.5.4-kubeai-llama31-8b-fp8.prom"
 SERVED = "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"  # the model that page serves
@@ -31,7 +33,7 @@ RESULT = {
 
 
 def _deploy_report(ctx, page: str, **changes: object) -> tuple[list[dict], str]:
-    probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
+    probed = health_probed.probed_cluster(ctx, "deploy", allow_partial=False)
     result = flow.plan(ctx, probed.cluster)
     rendered = flow.render(ctx, result.plan, probed.cluster)
     endpoints = [{**rendered.endpoints[0], "model": SERVED}]
@@ -76,7 +78,7 @@ def test_the_prediction_is_made_at_the_load_tests_settings(tmp_path):
     (entry,) = _deploy_report(ctx, "with-page")[0]
     busier = dict(RESULT, max_concurrency=32, num_prompts=160, completed=160)
     busier.update(total_input_tokens=160 * 512, total_output_tokens=160 * 128)
-    probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
+    probed = health_probed.probed_cluster(ctx, "deploy", allow_partial=False)
     planned = flow.plan(ctx, probed.cluster)
     more = ledger.predicted(planned, probed.cluster, busier)
     assert more["output_tokens_per_s"] > entry["predicted"]["output_tokens_per_s"]
@@ -103,7 +105,7 @@ def test_a_missing_metrics_page_is_a_note(tmp_path):
 
 def test_settings_the_estimator_refuses_are_a_note(tmp_path):
     ctx = _context(tmp_path, {"max_model_len": 1024})
-    probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
+    probed = health_probed.probed_cluster(ctx, "deploy", allow_partial=False)
     planned = flow.plan(ctx, probed.cluster)
     too_long = dict(RESULT, total_input_tokens=40 * 4000)  # 4,000-token prompts, 1,024 allowed
     want = ledger.predicted(planned, probed.cluster, too_long)
@@ -121,7 +123,7 @@ def _page_with_preemptions(count: float) -> str:
 
 def test_a_sweep_adds_a_line_per_level_with_the_preemptions_each_level_added(tmp_path):
     ctx = _context(tmp_path, {})
-    probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
+    probed = health_probed.probed_cluster(ctx, "deploy", allow_partial=False)
     result = flow.plan(ctx, probed.cluster)
     rendered = flow.render(ctx, result.plan, probed.cluster)
     endpoints = [{**rendered.endpoints[0], "model": SERVED}]

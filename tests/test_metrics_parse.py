@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from vfleet.cli import doctor as cli_doctor
+from vfleet.cli import doctor_command as cli_doctor
 from vfleet.cli import main as cli
 from vfleet.errors import UserError
 from vfleet.observe.metrics import parse

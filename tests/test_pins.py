@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.deploy import pins
+from vfleet.environment import pins
 from vfleet.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,7 +114,7 @@ def test_no_pinned_value_is_written_outside_pins_env():
 
 
 def test_the_local_inventory_reads_the_pins():
-    from vfleet.deploy.envcheck import read_group_vars
+    from vfleet.environment.envcheck import read_group_vars
 
     values, _ = read_group_vars(REPO / "inventories" / "local")
     found = pins.pins(REPO)

@@ -19,12 +19,13 @@ from vfleet.catalog.releases import traits
 from vfleet.deploy import flow
 from vfleet.errors import UserError
 from vfleet.health import gate
-from vfleet.plan.cluster import ClusterSpec
+from vfleet.health import probed as health_probed
 from vfleet.plan.make import PlanRequest, PlanResult, make_plan
 from vfleet.plan.search import parse_layout
 from vfleet.plan.workload import load_workload
 from vfleet.probe.normalize import normalize
 from vfleet.probe.to_cluster import cluster_from_facts
+from vfleet.topology.cluster import Cluster
 
 MOE = "deepseek-ai/DeepSeek-V3"  # 671B in FP8: one engine needs two 8 x H100 hosts
 SOUND_BUSBW, SLOW_BUSBW = 45.0, 20.0
@@ -46,12 +47,12 @@ def _raw_hosts(slow: str) -> list[dict[str, Any]]:
     return raws
 
 
-def _cluster(slow: str) -> ClusterSpec:
+def _cluster(slow: str) -> Cluster:
     facts = [normalize(raw) for raw in _raw_hosts(slow)]
     return cluster_from_facts(facts, degraded=gate.degraded_links(gate.assess(facts)))
 
 
-def _plan(cluster: ClusterSpec, model: str = MOE, layout: str | None = None) -> PlanResult:
+def _plan(cluster: Cluster, model: str = MOE, layout: str | None = None) -> PlanResult:
     return make_plan(
         PlanRequest(
             spec=load_model(model),
@@ -146,7 +147,7 @@ def test_a_deploy_plans_around_the_degraded_link_and_the_report_says_where_it_st
     prod_with_a_slow_host, capsys
 ):
     ctx = prod_with_a_slow_host
-    probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
+    probed = health_probed.probed_cluster(ctx, "deploy", allow_partial=False)
     assert not probed.left_out  # a warning keeps the host
     assert "h1  iperf3          WARN" in capsys.readouterr().out
     result = flow.plan(ctx, probed.cluster)

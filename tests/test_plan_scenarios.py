@@ -114,7 +114,7 @@ def test_gpu_memory_utilization_drops_when_the_probe_saw_other_processes():
 def _plan_spec(text: str, model: str, workload: str = "chat", version: str | None = None):
     import yaml
 
-    from vfleet.plan.cluster import cluster_from_dict
+    from vfleet.topology.cluster import cluster_from_dict
 
     inputs = PlanInputs(
         spec=load_model(model),

@@ -60,7 +60,7 @@ def test_the_sys_path_check_finds_one():
 
 
 def _shipped_data_names(tree: ast.AST) -> set[str]:
-    """The names through which code reaches vfleet's data files (vfleet.perf.params,
+    """The names through which code reaches vfleet's data files (vfleet.perf.fit,
     vfleet.perf.bands, vfleet.data), wherever they appear."""
     wanted = {"FIT_FILE", "BANDS_FILE", "DATA_DIR"}
     found = set()

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from render_cases import CASES, GOLDEN, ONE_H100_X4, TWO_H100_ETH, render_case, run_vfleet
 
-from vfleet.catalog.flags import flag_set
+from vfleet.catalog.flag_registry import flag_set
+from vfleet.documents.plan import Plan
 from vfleet.probe.load import load_cluster
 from vfleet.render.engines import render
-from vfleet.render.files import render_files
+from vfleet.render.file_set import render_files
 from vfleet.render.types import RenderOptions
-from vfleet.spec.plan import Plan
 
 
 def _tree(root: Path) -> dict[str, str]:
@@ -238,7 +238,7 @@ def test_not_json_plan_exits_2(tmp_path):
 
 
 def test_flag_registry_matches_the_release_history():
-    from vfleet.catalog.flags import flag_set
+    from vfleet.catalog.flag_registry import flag_set
 
     assert flag_set("0.17.1").has("--swap-space") and not flag_set("0.18.1").has("--swap-space")
     assert not flag_set("0.11.0").has("--nnodes") and flag_set("0.11.1").has("--nnodes")

@@ -19,7 +19,7 @@ from render_cases import ONE_H100_X4, TWO_H100_ETH
 
 from vfleet.cli.main import main
 from vfleet.render import write as render_write
-from vfleet.render.env import vfleet_env_names
+from vfleet.render.env_file import vfleet_env_names
 from vfleet.render.formats import environments
 
 MARK = "PWNED"  # every injection attempt below tries to create a file of this name

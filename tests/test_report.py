@@ -14,8 +14,8 @@ from vfleet.budget.params import Layout
 from vfleet.catalog.gpus import resolve_gpu
 from vfleet.catalog.models import load_model
 from vfleet.catalog.releases import traits
+from vfleet.documents.plan import Alternative, Plan, Predicted
 from vfleet.present import report
-from vfleet.spec.plan import Alternative, Plan, Predicted
 
 HOSTILE = "<script>alert(1)</script>"
 

@@ -1,5 +1,5 @@
 """The hand-written cluster spec: every bad spec is one line naming the file, the line, the
-field and what to write; good specs build the same ClusterSpec as before the typed model;
+field and what to write; good specs build the same Cluster as before the typed model;
 no generated mapping gets past `cluster_from_dict` as anything but a spec or a UserError."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from vfleet.cli.main import main
 from vfleet.errors import UserError
-from vfleet.plan.cluster import ClusterSpec, cluster_from_dict
 from vfleet.probe.load import load_cluster
+from vfleet.topology.cluster import Cluster, cluster_from_dict
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = "gpus_per_node: 8\ngpu: H100-SXM-80GB\nintra_node: {link: nvswitch, busbw_GBps: 450}\n"
@@ -203,10 +203,10 @@ def test_missing_file_says_so(tmp_path):
         load_cluster(tmp_path / "nope.yaml")
 
 
-# ---- good specs: the same ClusterSpec as before the typed model -------------------------
+# ---- good specs: the same Cluster as before the typed model -------------------------
 
 
-def _summary(spec: ClusterSpec) -> tuple:
+def _summary(spec: Cluster) -> tuple:
     return (
         tuple((n.name, n.gpus, n.gpu.name, n.address) for n in spec.nodes),
         (spec.intra_node.link, spec.intra_node.busbw_GBps),
@@ -351,7 +351,7 @@ def test_generated_mappings_give_a_spec_or_one_user_error_line(raw):
     except UserError as exc:
         assert_one_line(str(exc))
         return
-    assert isinstance(spec, ClusterSpec)
+    assert isinstance(spec, Cluster)
     assert 1 <= len(spec.nodes) <= 4096 and all(1 <= n.gpus <= 72 for n in spec.nodes)
     assert 0 < spec.intra_node.busbw_GBps <= 10_000
 

@@ -1,4 +1,4 @@
-"""The normalised facts model (vfleet.spec.facts): real captures pass it, malformed facts are
+"""The normalised facts model (vfleet.documents.facts): real captures pass it, malformed facts are
 refused in one line naming the file and the field, the generated JSON Schema is committed,
 and no mutation of a valid facts file gets past load_facts_file as anything but a UserError
 line or a file the cluster build accepts."""
@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_facts import GB200, H100, H200, L40S, raw_probe, with_bandwidth
 
+from vfleet.documents import schemas
+from vfleet.documents.facts import FactsModel
 from vfleet.errors import UserError
 from vfleet.probe import host, normalize, to_cluster
-from vfleet.spec import schemas
-from vfleet.spec.facts import FactsModel
 
 FIXTURES = (H200, H100, L40S, GB200)
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from vfleet.catalog.model_shape import load_config_file, spec_from_config
 from vfleet.catalog.models import catalog_entry, catalog_ids, load_model
-from vfleet.catalog.modelspec import load_config_file, spec_from_config
 from vfleet.errors import UserError
-from vfleet.inputs.base import StrictModel
 from vfleet.inputs.files import MAX_BYTES, load_json, load_yaml, parse_json, parse_yaml, read_text
+from vfleet.inputs.strict import StrictModel
 from vfleet.inputs.validate import validate
 
 
@@ -190,7 +190,7 @@ def test_validate_keeps_odd_keys_on_one_line():
     assert "'a\\nb': unknown key" in _one_line(caught)
 
 
-# ---- model config.json (vfleet.catalog.modelspec reads it through spec.files) -----------------
+# ---- model config.json (vfleet.catalog.model_shape reads it through spec.files) -----------------
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 

@@ -1,4 +1,4 @@
-"""The plan model (vfleet.spec.plan): every plan the planner writes loads, hand edits that
+"""The plan model (vfleet.documents.plan): every plan the planner writes loads, hand edits that
 vLLM would refuse are named in one line, and no input makes load_plan raise anything but
 UserError."""
 
@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vfleet.cli import main as cli
+from vfleet.documents.plan import Plan, load_plan, parse_plan
 from vfleet.errors import UserError
 from vfleet.inputs.files import Document
-from vfleet.spec.plan import Plan, load_plan, parse_plan
 
 CLUSTERS = Path(__file__).resolve().parents[1] / "examples" / "clusters"
 EXAMPLES = [

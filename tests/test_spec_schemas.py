@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 import yaml
 
-from vfleet.deploy import pins
-from vfleet.spec import schemas
+from vfleet.documents import schemas
+from vfleet.environment import pins
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_committed_schema_is_generated_from_the_model(name):
     committed = (schemas.SCHEMA_DIR / f"{name}.schema.json").read_text()
     assert committed == schemas.render(name), (
-        f"{name}.schema.json is stale: run .venv/bin/python -m vfleet.spec.schemas"
+        f"{name}.schema.json is stale: run .venv/bin/python -m vfleet.documents.schemas"
     )
 
 

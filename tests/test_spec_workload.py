@@ -13,9 +13,9 @@ from hostile import LOADER_SETTINGS, assert_one_line, document_values
 from hypothesis import given
 from hypothesis import strategies as st
 
+from vfleet.documents.workload_file import PRESET_NAMES
 from vfleet.errors import UserError
 from vfleet.plan.workload import PRESETS, Workload, load_workload, workload_from_dict
-from vfleet.spec.workload import PRESET_NAMES
 
 REPO = Path(__file__).resolve().parents[1]
 

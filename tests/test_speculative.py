@@ -12,17 +12,17 @@ import pytest
 
 from vfleet.budget.compute import BudgetRequest, compute, speculative
 from vfleet.budget.params import Layout
-from vfleet.catalog.flags import _registry, flag_set, speculative_methods
+from vfleet.catalog.flag_registry import _registry, flag_set, speculative_methods
 from vfleet.catalog.gpus import resolve_gpu
 from vfleet.catalog.models import MODELS_DIR, load_model
 from vfleet.catalog.releases import parse_version, traits
 from vfleet.cli import main as cli
+from vfleet.documents.plan import Plan
 from vfleet.errors import UserError
 from vfleet.probe.load import load_cluster
 from vfleet.render.engines import render
-from vfleet.render.files import render_files
+from vfleet.render.file_set import render_files
 from vfleet.render.types import RenderOptions
-from vfleet.spec.plan import Plan
 
 V3 = "deepseek-ai/DeepSeek-V3"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"

@@ -1,4 +1,4 @@
-"""The plan is one typed model (vfleet.spec.plan.Plan) from the planner to render, the
+"""The plan is one typed model (vfleet.documents.plan.Plan) from the planner to render, the
 report, the ledger and doctor: nothing in the package reads a plan's fields by string key
 outside that module, what the planner makes survives JSON and comes back equal, and
 `vfleet plan` refuses a bad cluster file before it imports the planner."""
@@ -21,14 +21,14 @@ from test_plan_degraded_links import _plan as _plan_degraded
 from vfleet.budget.speculative import Speculative as SpeculativeChoice
 from vfleet.catalog.models import load_model
 from vfleet.catalog.releases import traits
-from vfleet.cli.doctor import config_from_plan
+from vfleet.cli.doctor_command import config_from_plan
+from vfleet.documents.plan import DOCUMENT_ORDER, Plan, load_plan, parse_plan
 from vfleet.errors import UserError
 from vfleet.inputs.files import Document
 from vfleet.plan.make import PlanRequest, make_plan
 from vfleet.plan.search import Pinned
 from vfleet.plan.workload import load_workload
 from vfleet.probe.load import load_cluster
-from vfleet.spec.plan import DOCUMENT_ORDER, Plan, load_plan, parse_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "controller" / "src" / "vfleet"
@@ -36,7 +36,7 @@ CLUSTERS = ROOT / "examples" / "clusters"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 V3 = "deepseek-ai/DeepSeek-V3"
 
-# ---- no string-keyed plan access outside vfleet.spec.plan ---------------------------------
+# ---- no string-keyed plan access outside vfleet.documents.plan ---------------------------------
 
 PLAN_NAMES = {"plan", "plan_doc", "reference_plan"}  # what the package calls a plan
 PLAN_ATTRS = {"plan", "document", "reference_plan"}  # result.plan, inputs.reference_plan
@@ -249,7 +249,7 @@ def test_a_hand_edit_in_a_report_section_is_named(edit, needle):
 def test_doctor_takes_chunked_prefill_only_from_a_plan_that_says_it(tmp_path):
     doc = make_plan(_request("1x8-h100.yaml", LLAMA)).plan.document()
     path = tmp_path / "plan.json"
-    # Without chunked prefill a step must hold a whole prompt (vfleet.spec.plan checks it).
+    # Without chunked prefill a step must hold a whole prompt (vfleet.documents.plan checks it).
     whole = {"max_num_batched_tokens": max(doc["max_num_batched_tokens"], doc["max_model_len"])}
     for value in (True, False):
         path.write_text(json.dumps({**doc, **whole, "enable_chunked_prefill": value}))

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from vfleet.deploy import envcheck
-from vfleet.errors import UserError
-from vfleet.inputs.files import parse_yaml
-from vfleet.spec.deploy import (
+from vfleet.documents.deploy import (
     check_deploy_vars,
     check_inventory,
     check_no_plain_secrets,
     looks_like_token,
 )
+from vfleet.environment import envcheck
+from vfleet.errors import UserError
+from vfleet.inputs.files import parse_yaml
 
 TOKENS = [
     ("vllm_hf_token", "hf_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z"),

@@ -1,7 +1,7 @@
 """SSH options that run commands on the controller (ProxyCommand and its kin) are refused by
 `vfleet validate` and the deploy wherever an environment sets them, in every spelling ssh
 accepts, unless vfleet_allow_ssh_commands says the operator means it; and validate refuses
-the deploy variables `vfleet render` would refuse (vfleet.spec.deploy.check_render_values)."""
+the deploy variables `vfleet render` would refuse (vfleet.documents.deploy.check_render_values)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pytest
 import yaml
 from cli_run import Result, vfleet
 
-from vfleet.deploy import context, pipeline, ssh_findings, ssh_options
+from vfleet.deploy import pipeline
+from vfleet.environment import context, ssh_findings, ssh_options
 from vfleet.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -27,7 +27,7 @@ from typing import Any
 
 from vfleet.calibrate.fitting import predict_all
 from vfleet.perf import bands
-from vfleet.perf.params import FIT_FILE, Fit, default_fit
+from vfleet.perf.fit import FIT_FILE, Fit, default_fit
 from vfleet_devtools.perfcases import load_cases
 from vfleet_devtools.perfscore import (
     Scored,

@@ -176,8 +176,8 @@ def test_failed_probe_names_the_host_and_blocks_the_plan(deployed, tmp_path):
 
 def _probe_into(facts: Path) -> None:
     """The probe playbook as `make probe` runs it, writing its facts elsewhere."""
-    from vfleet.deploy.commands import playbook
-    from vfleet.deploy.context import load_context
+    from vfleet.environment.commands import playbook
+    from vfleet.environment.context import load_context
 
     ctx = load_context("local")
     playbook(ctx, "probe the interconnect", "probe.yml", {"topology_probe_facts_dir": str(facts)})

@@ -1,5 +1,5 @@
 """What `make deploy` tells the operator when a phase fails: a real ansible-playbook run
-through vfleet.deploy.commands.run, whose results callback
+through vfleet.environment.commands.run, whose results callback
 (ansible/plugins/callback/vfleet_results.py) records each host's outcome, on local "hosts"
 and one that cannot be reached. Fast (a few seconds): no test hosts; the fault tests check
 the same lines on real ones."""
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from ci_gate import require
 
-from vfleet.deploy import commands
-from vfleet.deploy.commands import UNREACHABLE_ADVICE, PhaseFailed, host_failures
-from vfleet.deploy.context import Context
+from vfleet.environment import commands
+from vfleet.environment.commands import UNREACHABLE_ADVICE, PhaseFailed, host_failures
+from vfleet.environment.context import Context
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from vfleet.deploy import pins
+from vfleet.environment import pins
 
 KV_LOG_RE = re.compile(r"\b(?:CPU|GPU)[^:\n]* KV cache size: ([\d,]+) tokens")
 INFO_LINE_RE = re.compile(r"^vllm:cache_config_info\{(.*)\}\s+\S+\s*$", re.MULTILINE)

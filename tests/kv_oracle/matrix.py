@@ -31,8 +31,8 @@ from vfleet.budget.compute import BudgetRequest, compute
 from vfleet.budget.params import Layout
 from vfleet.budget.speculative import Speculative
 from vfleet.catalog.gpus import resolve_gpu
+from vfleet.catalog.model_shape import ModelShape, spec_from_config
 from vfleet.catalog.models import catalog_entry
-from vfleet.catalog.modelspec import ModelSpec, spec_from_config
 from vfleet.catalog.releases import traits
 
 GPU = "H200-SXM-141GB"
@@ -72,7 +72,7 @@ class ModelCase:
             hf = {**hf, "num_nextn_predict_layers": self.mtp_modules}
         return hf
 
-    def spec(self) -> ModelSpec:
+    def spec(self) -> ModelShape:
         return spec_from_config(self.hf_config(), name=catalog_entry(self.model)["id"])
 
 

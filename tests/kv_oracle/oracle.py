@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from vfleet.deploy import pins
+from vfleet.environment import pins
 
 RUNNER = Path(__file__).resolve().parent / "runner.py"
 SOURCES_MARKER = ".vfleet-complete"

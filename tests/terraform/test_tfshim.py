@@ -1,4 +1,5 @@
-"""The `terraform` console script (vfleet.deploy.tfshim): CLI config choice and the embedded CLI."""
+"""The `terraform` console script (vfleet.terraform.shim): CLI config choice and the embedded
+CLI."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vfleet.deploy import tfshim
+from vfleet.terraform import shim as tfshim
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,7 +63,7 @@ def test_vfleet_terraform_rc_names_another_project_file(tmp_path: Path) -> None:
 
 def _shim(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).with_name("terraform")
-    argv = [str(script)] if script.is_file() else [sys.executable, "-m", "vfleet.deploy.tfshim"]
+    argv = [str(script)] if script.is_file() else [sys.executable, "-m", "vfleet.terraform.shim"]
     return subprocess.run(
         [*argv, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
     )

@@ -34,7 +34,7 @@ def scan_keys(bed: dict, known_hosts: Path) -> str:
     nodes); what it printed for the operator."""
     code = (
         "import json, sys; from pathlib import Path; from vfleet.deploy import known_hosts; "
-        "from vfleet.deploy.inventory import Host; "
+        "from vfleet.environment.inventory import Host; "
         "hosts = [Host(h['name'], h['address'], 22, 'test', frozenset({'gpu_hosts'})) "
         "for h in json.loads(sys.argv[1])]; "
         "print('\\n'.join(known_hosts.scan(Path(sys.argv[2]), hosts)))"

@@ -17,6 +17,7 @@ from booted import booted, ssh
 from test_deploy_flow import _context
 
 from vfleet.deploy import flow
+from vfleet.health import probed as health_probed
 
 pytestmark = pytest.mark.testbed
 
@@ -82,7 +83,7 @@ def test_the_plan_leaves_out_the_host_with_an_xid_and_the_one_whose_link_is_slow
     ctx = _context(tmp_path, {})
     shutil.rmtree(ctx.artifacts / "facts")
     shutil.copytree(facts, ctx.artifacts / "facts")
-    probed = flow.probed_cluster(ctx, "deploy", allow_partial=False)
+    probed = health_probed.probed_cluster(ctx, "deploy", allow_partial=False)
     printed = capsys.readouterr().out
     print(printed)
     assert sorted(probed.left_out) == ["h2", "h3"], printed

@@ -15,7 +15,7 @@ not captured again.
     .venv/bin/python controller/tools/flag_registry/generate.py --parse-only  # offline rebuild
     .venv/bin/python controller/tools/flag_registry/generate.py --check       # vs the docs
 
-Run it with the repository's virtualenv (it reads pins.env through vfleet.deploy.pins); the
+Run it with the repository's virtualenv (it reads pins.env through vfleet.environment.pins); the
 capture step also needs the CPU vLLM environment and PyPI (see README.md).
 """
 
@@ -37,7 +37,7 @@ import release_table
 import wheel_capture
 
 try:
-    from vfleet.deploy.pins import vllm_venv
+    from vfleet.environment.pins import vllm_venv
 except ImportError as missing:  # vfleet and its dependencies live in the repository's venv
     sys.exit(f"generate.py: {missing}: run it with the repository's virtualenv (.venv/bin/python)")
 

@@ -14,7 +14,7 @@ from typing import Any
 from vfleet.budget.compute import BudgetRequest
 from vfleet.budget.params import Layout
 from vfleet.catalog.gpus import Gpu, resolve_gpu
-from vfleet.catalog.modelspec import spec_from_config
+from vfleet.catalog.model_shape import spec_from_config
 from vfleet.catalog.releases import traits
 
 

@@ -19,10 +19,10 @@ from typing import Any
 from vfleet.catalog.models import load_model
 from vfleet.catalog.releases import traits
 from vfleet.errors import UserError
-from vfleet.perf.params import Fit, default_fit
+from vfleet.perf.fit import Fit, default_fit
 from vfleet.plan.candidate import Candidate
-from vfleet.plan.cluster import cluster_from_dict
 from vfleet.plan.estimate import EstimateRequest
+from vfleet.topology.cluster import cluster_from_dict
 
 # The measured runs stay package data of vfleet (controller/src/vfleet/data/perf_cases/).
 CASES_FILE = files("vfleet") / "data" / "perf_cases" / "measured.json"

@@ -19,7 +19,7 @@ from vfleet.calibrate.fitting import Point, keys_for, predict_all
 from vfleet.calibrate.fitting import refit as refit_keys
 from vfleet.errors import UserError
 from vfleet.perf import bands
-from vfleet.perf.params import Efficiency, Fit, Overheads, with_measured
+from vfleet.perf.fit import Efficiency, Fit, Overheads, with_measured
 from vfleet.plan.estimate import estimate_regime, prepare
 from vfleet_devtools.perfcases import Case
 
@@ -121,7 +121,7 @@ def fitted_keys(scored: list[Scored]) -> list[str]:
 
 def neutral_start(fit: Fit) -> Fit:
     """Where every fit starts and what its prior pulls towards: the documented starting
-    values of vfleet.perf.params for each generation `fit` covers, with the measured kernel
+    values of vfleet.perf.fit for each generation `fit` covers, with the measured kernel
     efficiencies laid over them. Starting here, not from the last fit, keeps the refit tool
     and the cross-validation reproducible."""
     return with_measured(

@@ -9,7 +9,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from vfleet.budget import kvspec, memory, speculative
+from vfleet.budget import kv_layout, memory, speculative
 from vfleet.budget.params import (
     Layout,
     component_params,
@@ -20,7 +20,7 @@ from vfleet.budget.params import (
 from vfleet.budget.quant import weight_format
 from vfleet.catalog.config_checks import DTYPE_BYTES
 from vfleet.catalog.gpus import Gpu
-from vfleet.catalog.modelspec import ModelSpec
+from vfleet.catalog.model_shape import ModelShape
 from vfleet.catalog.releases import VersionTraits, batch_defaults
 from vfleet.errors import UserError
 
@@ -29,7 +29,7 @@ GIB = 1 << 30
 
 @dataclass(frozen=True)
 class BudgetRequest:
-    spec: ModelSpec
+    spec: ModelShape
     gpu: Gpu
     traits: VersionTraits
     layout: Layout = field(default_factory=Layout)
@@ -108,7 +108,7 @@ class Budget:
         return asdict(self)
 
 
-def _dtype_bytes(spec: ModelSpec, dtype: str) -> int:
+def _dtype_bytes(spec: ModelShape, dtype: str) -> int:
     if dtype in ("auto", "", None):
         return spec.dtype_bytes
     if dtype not in DTYPE_BYTES:
@@ -116,7 +116,7 @@ def _dtype_bytes(spec: ModelSpec, dtype: str) -> int:
     return DTYPE_BYTES[dtype]
 
 
-def _check_layout(spec: ModelSpec, layout: Layout) -> None:
+def _check_layout(spec: ModelShape, layout: Layout) -> None:
     tp, pp = layout.tp, layout.pp
     if min(tp, pp, layout.dp, layout.dcp) < 1:
         raise UserError("parallel sizes must be 1 or more: fix --tp/--pp/--dp/--dcp")
@@ -166,8 +166,8 @@ def compute(req: BudgetRequest) -> Budget:
     default_seqs, default_tokens = batch_defaults(version, gpu.memory_gib, gpu.name, max_model_len)
     max_num_seqs = req.max_num_seqs or default_seqs
     mnbt = req.max_num_batched_tokens or min(default_tokens, max_num_seqs * max_model_len)
-    kv_dtype = kvspec.resolve_kv_dtype(spec, req.kv_cache_dtype, version, gpu.arch)
-    block_size = req.block_size or kvspec.default_block_size(spec, kv_dtype, version, gpu.arch)
+    kv_dtype = kv_layout.resolve_kv_dtype(spec, req.kv_cache_dtype, version, gpu.arch)
+    block_size = req.block_size or kv_layout.default_block_size(spec, kv_dtype, version, gpu.arch)
     requested = math.ceil(gpu.memory_bytes * util)
     draft = req.speculative
     if draft:
@@ -223,7 +223,7 @@ def compute(req: BudgetRequest) -> Budget:
         else:
             available = requested - weight_total - activation - non_torch - cudagraph
         last_kv = draft_kv if rank == layout.pp - 1 else {}
-        kv = kvspec.stage_layout(
+        kv = kv_layout.stage_layout(
             spec, layers, kv_dtype, dtype_bytes, layout.tp, block_size, version=version, **last_kv
         )
         kv_layouts.append(kv)
@@ -246,7 +246,7 @@ def compute(req: BudgetRequest) -> Budget:
     num_blocks = stage.num_blocks
     in_flight = _max_in_flight(req, mnbt)
     retained = speculative.window_retained_tokens(draft, spec, version)
-    per_request = kvspec.blocks_per_request(kv, max_model_len, in_flight, layout.dcp, retained)
+    per_request = kv_layout.blocks_per_request(kv, max_model_len, in_flight, layout.dcp, retained)
     max_concurrency = num_blocks / per_request if per_request else 0.0
     if traits.tokens_group_aware:
         kv_tokens = int(max_concurrency * max_model_len)
@@ -256,7 +256,7 @@ def compute(req: BudgetRequest) -> Budget:
             kv_tokens *= layout.dcp
 
     mean_ctx = req.mean_context_len or min(max_model_len, 4096)
-    mean_blocks = kvspec.blocks_per_request(kv, mean_ctx, in_flight, layout.dcp, retained)
+    mean_blocks = kv_layout.blocks_per_request(kv, mean_ctx, in_flight, layout.dcp, retained)
     # Keep 10% of the blocks free so decode growth does not force preemption at the cap.
     cap = int(0.9 * max(num_blocks - 1, 0) / mean_blocks) if mean_blocks else 0
     recommended = max(1, min(cap, 8192) // 8 * 8 if cap >= 16 else cap)
@@ -295,7 +295,7 @@ def compute(req: BudgetRequest) -> Budget:
         weight_format=fmt.scheme,
         kv_pinned=req.kv_cache_memory_bytes is not None,
         stages=stages,
-        kv_groups=kvspec.group_summary(kv),
+        kv_groups=kv_layout.group_summary(kv),
         weights_by_component_gib={k: round(v / GIB, 3) for k, v in weights_by_component.items()},
         params_by_component_b={k: round(v / 1e9, 3) for k, v in params.items()},
         speculative=_draft_summary(draft, spec, draft_bytes, kv_layouts[-1].bytes_per_token),
@@ -303,7 +303,7 @@ def compute(req: BudgetRequest) -> Budget:
 
 
 def _draft_summary(
-    draft: speculative.Speculative | None, spec: ModelSpec, weight_bytes: float, last_kv: int
+    draft: speculative.Speculative | None, spec: ModelShape, weight_bytes: float, last_kv: int
 ) -> dict[str, Any] | None:
     if draft is None:
         return None

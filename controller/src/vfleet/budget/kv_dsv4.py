@@ -24,7 +24,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from vfleet.catalog.modelspec import ModelSpec
+from vfleet.catalog.model_shape import ModelShape
 from vfleet.errors import UserError
 
 ALIGN = 576  # FlashMLA's paged layout wants pages in multiples of 576 bytes
@@ -68,12 +68,12 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def _indexer_row(spec: ModelSpec) -> int:
+def _indexer_row(spec: ModelShape) -> int:
     # 128 fp8 values plus one fp32 scale per 128-value quant block.
     return spec.index_head_dim + spec.index_head_dim // 128 * FP32
 
 
-def kv_layer_ratios(spec: ModelSpec, layers: range, mtp_layers: int) -> list[int]:
+def kv_layer_ratios(spec: ModelShape, layers: range, mtp_layers: int) -> list[int]:
     """Compress ratio of every layer that registers KV, the MTP layers last.
 
     An MTP layer (index >= num_hidden_layers) is SWA-only whatever compress_ratios lists for
@@ -85,7 +85,7 @@ def kv_layer_ratios(spec: ModelSpec, layers: range, mtp_layers: int) -> list[int
     return ratios + [1] * mtp_layers
 
 
-def _layer_caches(spec: ModelSpec, ratio: int) -> list[tuple[str, int, int, int]]:
+def _layer_caches(spec: ModelShape, ratio: int) -> list[tuple[str, int, int, int]]:
     """(group key, block size, window, unpadded page bytes) of each cache one layer adds."""
     caches = [("swa", SWA_BLOCK, spec.sliding_window, _round_up(SWA_BLOCK * ROW, ALIGN))]
     if ratio <= 1:
@@ -115,7 +115,7 @@ def _approximate_gcd(values: list[int], lower_bound: int) -> int:
 
 
 def plan(
-    spec: ModelSpec, layers: range, version: tuple[int, int, int], mtp_layers: int = 0
+    spec: ModelShape, layers: range, version: tuple[int, int, int], mtp_layers: int = 0
 ) -> Dsv4Cache:
     """The groups and bytes per block vLLM gives one rank holding `layers`."""
     if version < MIN_RELEASE:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vfleet.catalog.modelspec import ModelSpec
+from vfleet.catalog.model_shape import ModelShape
 
 GIB = 1 << 30
 BF16 = 2
@@ -63,7 +63,7 @@ class ProfileShape:
     mxfp4_experts: bool = False
 
 
-def sampler_peak(spec: ModelSpec, shape: ProfileShape) -> int:
+def sampler_peak(spec: ModelShape, shape: ProfileShape) -> int:
     if not shape.is_last_stage or shape.v0_engine:
         return 0  # V0 profiled logits only for the last token of each prompt
     rows = min(shape.max_num_seqs, shape.max_num_batched_tokens)
@@ -73,7 +73,7 @@ def sampler_peak(spec: ModelSpec, shape: ProfileShape) -> int:
     return int(copies * rows * spec.vocab_size * 4) + rows * SAMPLER_BYTES_PER_ROW
 
 
-def forward_peak(spec: ModelSpec, shape: ProfileShape) -> int:
+def forward_peak(spec: ModelShape, shape: ProfileShape) -> int:
     tokens = shape.max_num_batched_tokens
     widest = spec.intermediate_size / shape.tp
     if spec.is_moe:
@@ -83,7 +83,7 @@ def forward_peak(spec: ModelSpec, shape: ProfileShape) -> int:
     return int(tokens * (3 * widest + copies * spec.hidden_size) * BF16)
 
 
-def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> int:
+def activation_bytes(spec: ModelShape, shape: ProfileShape) -> int:
     peak = max(forward_peak(spec, shape), sampler_peak(spec, shape))
     if shape.moe_layers_on_rank and not shape.mxfp4_experts:  # MXFP4 kernels route in place
         peak += int(
@@ -114,7 +114,7 @@ def cudagraph_bytes(layers_on_rank: int, enforce_eager: bool, subtracted: bool) 
 
 
 def model_buffer_bytes(
-    spec: ModelSpec,
+    spec: ModelShape,
     max_num_batched_tokens: int,
     is_last_stage: bool,
     version: tuple[int, int, int],

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from vfleet.budget.quant import Mxfp4Layout, WeightFormat, mxfp4_expert_bytes, weight_format
-from vfleet.catalog.modelspec import ModelSpec
+from vfleet.catalog.model_shape import ModelShape
 
 VOCAB_PADDING = 64
 FP32_BYTES = 4
@@ -71,7 +71,7 @@ def stage_layers(num_layers: int, pp: int, rank: int) -> range:
     return range(start, start + parts[rank])
 
 
-def _attention(spec: ModelSpec, layer: int) -> list[TensorGroup]:
+def _attention(spec: ModelShape, layer: int) -> list[TensorGroup]:
     h, nh = spec.hidden_size, spec.num_attention_heads
     if spec.is_dsv4:
         return _attention_dsv4(spec, layer)
@@ -114,7 +114,7 @@ def _attention(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     ]
 
 
-def _attention_dsv4(spec: ModelSpec, layer: int) -> list[TensorGroup]:
+def _attention_dsv4(spec: ModelShape, layer: int) -> list[TensorGroup]:
     """DeepSeek V4: low-rank Q, one shared 512-wide KV head, grouped low-rank output,
     plus a KV compressor (and, on ratio-4 layers, an indexer with its own compressor)."""
     h, nh, hd = spec.hidden_size, spec.num_attention_heads, spec.head_dim
@@ -147,7 +147,7 @@ def _attention_dsv4(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     return groups
 
 
-def _mlp(spec: ModelSpec, layer: int) -> list[TensorGroup]:
+def _mlp(spec: ModelShape, layer: int) -> list[TensorGroup]:
     h = spec.hidden_size
     mats = 3 if spec.gated_mlp else 2
     if not spec.is_moe_layer(layer):
@@ -165,19 +165,19 @@ def _mlp(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     return groups
 
 
-def layer_groups(spec: ModelSpec, layer: int) -> list[TensorGroup]:
+def layer_groups(spec: ModelShape, layer: int) -> list[TensorGroup]:
     norms = TensorGroup("norms", 2 * spec.hidden_size, "replicated")
     return [*_attention(spec, layer), *_mlp(spec, layer), norms]
 
 
-def padded_vocab(spec: ModelSpec) -> int:
+def padded_vocab(spec: ModelShape) -> int:
     return math.ceil(spec.vocab_size / VOCAB_PADDING) * VOCAB_PADDING
 
 
-_COUNTS: dict[int, tuple[ModelSpec, dict[str, int]]] = {}
+_COUNTS: dict[int, tuple[ModelShape, dict[str, int]]] = {}
 
 
-def component_params(spec: ModelSpec) -> dict[str, int]:
+def component_params(spec: ModelShape) -> dict[str, int]:
     """Whole-model parameter counts by component (what the checkpoint holds). Kept for the
     last specs seen: a plan asks for the same model's counts once per layout."""
     hit = _COUNTS.get(id(spec))
@@ -190,7 +190,7 @@ def component_params(spec: ModelSpec) -> dict[str, int]:
     return dict(counts)
 
 
-def _count_components(spec: ModelSpec) -> dict[str, int]:
+def _count_components(spec: ModelShape) -> dict[str, int]:
     counts: dict[str, int] = {}
 
     def add(component: str, n: int) -> None:
@@ -212,7 +212,7 @@ def _count_components(spec: ModelSpec) -> dict[str, int]:
     return counts
 
 
-def _rank_params(group: TensorGroup, spec: ModelSpec, layout: Layout) -> float:
+def _rank_params(group: TensorGroup, spec: ModelShape, layout: Layout) -> float:
     tp = layout.tp
     if group.shard == "tp":
         return group.params / tp
@@ -228,7 +228,7 @@ def _rank_params(group: TensorGroup, spec: ModelSpec, layout: Layout) -> float:
     return float(group.params)
 
 
-def _mxfp4_rank_expert_bytes(spec: ModelSpec, layout: Layout, mxfp4: Mxfp4Layout) -> float:
+def _mxfp4_rank_expert_bytes(spec: ModelShape, layout: Layout, mxfp4: Mxfp4Layout) -> float:
     """One MoE layer's MXFP4 experts on one rank, in the backend's padded layout.
 
     Without expert parallelism FusedMoE splits every expert's intermediate dimension over
@@ -244,10 +244,10 @@ def _mxfp4_rank_expert_bytes(spec: ModelSpec, layout: Layout, mxfp4: Mxfp4Layout
     return float(mxfp4_expert_bytes(mxfp4, spec.hidden_size, inter, experts))
 
 
-_GROUPS: dict[int, tuple[ModelSpec, dict[int, tuple[TensorGroup, ...]]]] = {}
+_GROUPS: dict[int, tuple[ModelShape, dict[int, tuple[TensorGroup, ...]]]] = {}
 
 
-def _layer_groups_cached(spec: ModelSpec, layer: int) -> tuple[TensorGroup, ...]:
+def _layer_groups_cached(spec: ModelShape, layer: int) -> tuple[TensorGroup, ...]:
     hit = _GROUPS.get(id(spec))
     if hit is None or hit[0] is not spec:
         if len(_GROUPS) > 32:
@@ -264,7 +264,7 @@ def _layer_groups_cached(spec: ModelSpec, layer: int) -> tuple[TensorGroup, ...]
 
 
 def _priced(
-    group: TensorGroup, spec: ModelSpec, fmt: WeightFormat, layout: Layout
+    group: TensorGroup, spec: ModelShape, fmt: WeightFormat, layout: Layout
 ) -> tuple[str, float]:
     """One tensor group's bytes on one rank."""
     if group.shard == "experts" and fmt.mxfp4 is not None:
@@ -275,14 +275,14 @@ def _priced(
 
 
 def groups_bytes(
-    groups: list[TensorGroup], spec: ModelSpec, fmt: WeightFormat, layout: Layout
+    groups: list[TensorGroup], spec: ModelShape, fmt: WeightFormat, layout: Layout
 ) -> float:
     """Bytes on one rank of tensor groups that `spec`'s layers would hold (draft layers)."""
     return sum(_priced(group, spec, fmt, layout)[1] for group in groups)
 
 
 def rank_weight_bytes(
-    spec: ModelSpec, fmt: WeightFormat, layout: Layout, pp_rank: int
+    spec: ModelShape, fmt: WeightFormat, layout: Layout, pp_rank: int
 ) -> dict[str, float]:
     """Bytes of weights one GPU of pipeline stage `pp_rank` holds, by component."""
     out: dict[str, float] = {}
@@ -317,7 +317,7 @@ def rank_weight_bytes(
     return out
 
 
-def rotary_cache_bytes(spec: ModelSpec, fmt: WeightFormat) -> float:
+def rotary_cache_bytes(spec: ModelShape, fmt: WeightFormat) -> float:
     """Rotary cos/sin cache: max_position x rotary dim, one per distinct RoPE base.
 
     DeepSeek V4 keeps it in fp32 (DeepseekV4ScalingRotaryEmbedding) and has two bases:
@@ -330,7 +330,7 @@ def rotary_cache_bytes(spec: ModelSpec, fmt: WeightFormat) -> float:
     return float(spec.max_position_embeddings * rotary * fmt.dtype_bytes)
 
 
-def checkpoint_bytes(spec: ModelSpec) -> float:
+def checkpoint_bytes(spec: ModelShape) -> float:
     """Bytes of the model's weights as its checkpoint stores them (its own quantization, one
     copy of every tensor): what a host's disk must hold before the engine can load it."""
     fmt = weight_format(spec.quantization, spec.model_type, spec.dtype_bytes)

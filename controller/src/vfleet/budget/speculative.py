@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from vfleet.budget.params import Layout, TensorGroup, groups_bytes, layer_groups, padded_vocab
-from vfleet.catalog.modelspec import ModelSpec, load_config_file, spec_from_config
+from vfleet.catalog.model_shape import ModelShape, load_config_file, spec_from_config
 from vfleet.catalog.releases import parse_version
 from vfleet.errors import UserError
 
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from vfleet.catalog.gpus import Gpu
 
 # The methods and the most drafted tokens vfleet models; the flags' model
-# (vfleet.spec.requests.SpeculativeOptions) takes its choices and its range from these.
+# (vfleet.documents.requests.SpeculativeOptions) takes its choices and its range from these.
 Method = Literal["mtp", "eagle", "eagle3", "ngram"]
 METHODS: tuple[Method, ...] = get_args(Method)
 MAX_TOKENS = 16
@@ -60,7 +60,7 @@ class Speculative:
     method: str
     num_speculative_tokens: int
     draft_model: str | None = None
-    draft_spec: ModelSpec | None = None
+    draft_spec: ModelShape | None = None
     draft_vocab_size: int = 0  # EAGLE-3 heads predict over their own smaller vocabulary
 
     def __post_init__(self) -> None:
@@ -84,7 +84,7 @@ class Speculative:
                 "(mtp uses the model's own layers, ngram the prompt)"
             )
 
-    def check(self, target: ModelSpec, version: tuple[int, int, int] | None = None) -> None:
+    def check(self, target: ModelShape, version: tuple[int, int, int] | None = None) -> None:
         """What depends on the target model, and on the release when given."""
         if self.method == "mtp" and not target.num_mtp_layers:
             raise UserError(
@@ -94,7 +94,7 @@ class Speculative:
         if version is not None:
             vllm_method(self.method, target.model_type, version)
 
-    def kv_layers(self, target: ModelSpec) -> int:
+    def kv_layers(self, target: ModelShape) -> int:
         """Draft attention layers that take KV on the last stage."""
         if self.method == "mtp":
             return target.num_mtp_layers
@@ -110,7 +110,7 @@ class Speculative:
         return out
 
 
-def load_draft(model: str) -> tuple[ModelSpec, int]:
+def load_draft(model: str) -> tuple[ModelShape, int]:
     """A draft head's spec and its draft vocabulary (0 when it predicts the full one)."""
     try:
         return _load_draft(model)
@@ -118,7 +118,7 @@ def load_draft(model: str) -> tuple[ModelSpec, int]:
         raise UserError(f"--draft-model: {exc}") from None
 
 
-def _load_draft(model: str) -> tuple[ModelSpec, int]:
+def _load_draft(model: str) -> tuple[ModelShape, int]:
     from vfleet.catalog.models import catalog_entry, load_model
 
     path = Path(model).expanduser()
@@ -135,10 +135,10 @@ def _load_draft(model: str) -> tuple[ModelSpec, int]:
 
 
 def from_args(
-    method: str | None, num_tokens: int | None, draft_model: str | None, target: ModelSpec
+    method: str | None, num_tokens: int | None, draft_model: str | None, target: ModelShape
 ) -> Speculative | None:
     """The three speculative flags as one choice, checked against the target; None when
-    unset (vfleet.spec.requests.SpeculativeOptions.speculative calls this)."""
+    unset (vfleet.documents.requests.SpeculativeOptions.speculative calls this)."""
     if method is None:
         if num_tokens is not None or draft_model:
             raise UserError(
@@ -177,7 +177,7 @@ def check_fields(doc: dict[str, Any], where: str) -> None:
 
 def draft_weight_bytes(
     sp: Speculative,
-    target: ModelSpec,
+    target: ModelShape,
     fmt: WeightFormat,
     layout: Layout,
     version: tuple[int, int, int],
@@ -204,7 +204,7 @@ def _vocab_rank_params(vocab: int, hidden: int, tp: int) -> float:
 
 
 def _mtp_bytes(
-    target: ModelSpec, fmt: WeightFormat, layout: Layout, version: tuple[int, int, int]
+    target: ModelShape, fmt: WeightFormat, layout: Layout, version: tuple[int, int, int]
 ) -> float:
     h = target.hidden_size
     # Each MTP block is a decoder layer of the target's last layer's kind (MoE for V3).
@@ -221,7 +221,7 @@ def _mtp_bytes(
 
 
 def _eagle_bytes(
-    sp: Speculative, target: ModelSpec, draft: ModelSpec, dfmt: WeightFormat, layout: Layout
+    sp: Speculative, target: ModelShape, draft: ModelShape, dfmt: WeightFormat, layout: Layout
 ) -> float:
     h, n = draft.hidden_size, draft.num_layers
     groups: list[TensorGroup] = [g for i in range(n) for g in layer_groups(draft, i)]
@@ -251,14 +251,14 @@ def _eagle_bytes(
 
 
 def stage_kv_args(
-    sp: Speculative | None, target: ModelSpec, kv_dtype: str, dtype_bytes: int, tp: int
+    sp: Speculative | None, target: ModelShape, kv_dtype: str, dtype_bytes: int, tp: int
 ) -> dict[str, Any]:
-    """Keyword arguments for kvspec.stage_layout on the last stage."""
+    """Keyword arguments for kv_layout.stage_layout on the last stage."""
     if sp is None or sp.method == "ngram":
         return {}
     if sp.method == "mtp":
         return {"mtp_layers": target.num_mtp_layers}
-    from vfleet.budget.kvspec import layer_row_bytes
+    from vfleet.budget.kv_layout import layer_row_bytes
 
     draft = sp.draft_spec
     assert draft is not None
@@ -266,7 +266,7 @@ def stage_kv_args(
 
 
 def window_retained_tokens(
-    sp: Speculative | None, target: ModelSpec, version: tuple[int, int, int]
+    sp: Speculative | None, target: ModelShape, version: tuple[int, int, int]
 ) -> int:
     """Tokens every sliding-window cache keeps beyond its window for this draft.
 
@@ -295,7 +295,7 @@ def decode_slots(sp: Speculative | None) -> int:
 
 @cache
 def _methods() -> dict[str, dict[str, str]]:
-    from vfleet.catalog.flags import speculative_methods
+    from vfleet.catalog.flag_registry import speculative_methods
 
     return speculative_methods()
 

@@ -32,11 +32,11 @@ from vfleet.calibrate.points import (
     first_problem,
 )
 from vfleet.catalog.gpus import catalog
+from vfleet.documents.flag_types import MAX_PARALLEL
 from vfleet.errors import UserError
-from vfleet.inputs.base import StrictModel
 from vfleet.inputs.files import load_json
-from vfleet.perf.params import ENGINE_GENERATIONS, Efficiency, Fit, Overheads, load_fit
-from vfleet.spec.flags import MAX_PARALLEL
+from vfleet.inputs.strict import StrictModel
+from vfleet.perf.fit import ENGINE_GENERATIONS, Efficiency, Fit, Overheads, load_fit
 
 SCHEMA = "vfleet.calibration/1"
 MIN_POINTS = 3
@@ -202,7 +202,7 @@ Share = Annotated[float, Field(gt=0, le=1)]
 
 
 class EfficiencyValues(StrictModel):
-    """One GPU generation's efficiencies (vfleet.perf.params.Efficiency, every field)."""
+    """One GPU generation's efficiencies (vfleet.perf.fit.Efficiency, every field)."""
 
     gemm: Share
     moe_gemm: Share
@@ -216,7 +216,7 @@ class EfficiencyValues(StrictModel):
 
 
 class OverheadValues(StrictModel):
-    """One engine generation's overheads (vfleet.perf.params.Overheads, every field)."""
+    """One engine generation's overheads (vfleet.perf.fit.Overheads, every field)."""
 
     step_s: float = _within("step_s")
     seq_s: float = _within("seq_s")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vfleet.perf.params import (
+from vfleet.perf.fit import (
     ENGINE_GENERATIONS,
     FITTED_EFFICIENCY,
     FITTED_OVERHEADS,

@@ -1,7 +1,7 @@
 """A ledger line as a fitting point: the operating point the load test ran, as the estimator
 takes it, and what the engine measured there.
 
-The deploy writes each line (`vfleet.deploy.ledger`); `vfleet calibrate` reads them back
+The deploy writes each line (`vfleet.feedback.ledger`); `vfleet calibrate` reads them back
 through these strict models, so a hand-edited, truncated or hostile ledger gets one line
 naming the file, the line and the field, never a traceback, a hang or a number no engine
 could have measured reaching the fit.
@@ -25,20 +25,13 @@ from pydantic import (
     model_validator,
 )
 
-from vfleet.budget.kvspec import KV_DTYPES
+from vfleet.budget.kv_layout import KV_DTYPES
 from vfleet.budget.speculative import MAX_TOKENS as MAX_SPECULATIVE_TOKENS
 from vfleet.calibrate.fitting import BOUNDS, Point
+from vfleet.catalog.model_shape import ModelShape
 from vfleet.catalog.models import load_model
-from vfleet.catalog.modelspec import ModelSpec
 from vfleet.catalog.releases import traits
-from vfleet.errors import UserError
-from vfleet.inputs.base import StrictModel
-from vfleet.inputs.files import read_bytes
-from vfleet.perf.params import Fit, default_fit
-from vfleet.plan.candidate import Candidate
-from vfleet.plan.cluster import ClusterSpec
-from vfleet.plan.estimate import DATASETS, EstimateRequest, prepare
-from vfleet.spec.flags import (
+from vfleet.documents.flag_types import (
     ENVS,
     MAX_PARALLEL,
     MAX_PREFILL_STEPS,
@@ -47,6 +40,13 @@ from vfleet.spec.flags import (
     MAX_SEQS,
     MAX_TOKENS,
 )
+from vfleet.errors import UserError
+from vfleet.inputs.files import read_bytes
+from vfleet.inputs.strict import StrictModel
+from vfleet.perf.fit import Fit, default_fit
+from vfleet.plan.candidate import Candidate
+from vfleet.plan.estimate import DATASETS, EstimateRequest, prepare
+from vfleet.topology.cluster import Cluster
 
 LEDGER_SCHEMA = "vfleet.ledger/2"
 READABLE_SCHEMAS = ("vfleet.ledger/1", LEDGER_SCHEMA)
@@ -161,7 +161,7 @@ class OperatingPoint(StrictModel):
         return Candidate(self.tp, self.pp, self.dp, self.ep, self.dcp)
 
     def request(
-        self, cluster: ClusterSpec, fit: Fit | None = None, spec: ModelSpec | None = None
+        self, cluster: Cluster, fit: Fit | None = None, spec: ModelShape | None = None
     ) -> EstimateRequest:
         """The estimator's question for one engine at this point (`spec`: the model already
         loaded, else read from the catalog or its folder)."""
@@ -396,7 +396,7 @@ def _replay_cost(point: Point) -> int:
     return TIMED_STEP_COST * int(prepared.outputs.sum())
 
 
-def fitting_points(lines: list[LedgerLine], cluster: ClusterSpec) -> Sorted:
+def fitting_points(lines: list[LedgerLine], cluster: Cluster) -> Sorted:
     """The lines a cluster calibration can use, newest first within the work bound, and
     each other line with why not (both in ledger order)."""
     kept: dict[int, Usable] = {}
@@ -440,7 +440,7 @@ def _numbered(line: LedgerLine, why: str) -> str:
     return f"{why} (ledger line {line.line_number})" if line.line_number else why
 
 
-def _unusable(line: LedgerLine, cluster: ClusterSpec) -> str:
+def _unusable(line: LedgerLine, cluster: Cluster) -> str:
     if not line.comparable:
         return f"not comparable: {line.why_not or 'the engines stand in for the GPUs'}"
     if line.operating_point is None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from vfleet.errors import UserError
 
 if TYPE_CHECKING:
-    from vfleet.catalog.modelspec import ModelSpec
+    from vfleet.catalog.model_shape import ModelShape
 
 DTYPE_BYTES = {
     "float32": 4,
@@ -196,7 +196,7 @@ def _refuse(where: str, key: str, what: str, value: Any) -> UserError:
     return UserError(f"{where}: {key}: {what}, got {_shown(value)}: fix config.json")
 
 
-def _check_attention(spec: ModelSpec, where: str) -> None:
+def _check_attention(spec: ModelShape, where: str) -> None:
     """The head arithmetic vLLM's attention layers assume (GQA groups, a positive width)."""
     if spec.head_dim <= 0:
         raise _refuse(where, "head_dim", "must be above 0 (or hidden_size / heads)", spec.head_dim)
@@ -221,7 +221,7 @@ def _check_attention(spec: ModelSpec, where: str) -> None:
         )
 
 
-def _check_mlp(spec: ModelSpec, where: str) -> None:
+def _check_mlp(spec: ModelShape, where: str) -> None:
     """Experts and MLP widths as vLLM's MoE and MLP layers need them."""
     if spec.is_moe:
         if not 1 <= spec.experts_per_token <= spec.num_experts:
@@ -274,7 +274,7 @@ def _check_quantization(quant: Mapping[str, Any], where: str) -> None:
         )
 
 
-def check_semantics(spec: ModelSpec, cfg: Mapping[str, Any], where: str) -> None:
+def check_semantics(spec: ModelShape, cfg: Mapping[str, Any], where: str) -> None:
     """What vLLM refuses at load time, refused here before any cost is computed: a shape
     that passes the range checks but makes no model (no experts picked, KV heads that do
     not group the heads) would otherwise print NaN or a plan no engine can start."""

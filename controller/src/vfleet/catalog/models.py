@@ -8,7 +8,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from vfleet.catalog.modelspec import ModelSpec, load_config_file, spec_from_config
+from vfleet.catalog.model_shape import ModelShape, load_config_file, spec_from_config
 from vfleet.data import DATA_DIR
 from vfleet.errors import UserError
 
@@ -39,7 +39,7 @@ def catalog_entry(model_id: str) -> dict[str, Any]:
     return entry
 
 
-def load_model(model: str) -> ModelSpec:
+def load_model(model: str) -> ModelShape:
     """`--model` is a catalog id (org/name), a model folder, or a config.json path."""
     path = Path(model).expanduser()
     if path.exists():

@@ -1,6 +1,6 @@
 """`vfleet budget`: vLLM's KV cache per GPU for one model, GPU and layout.
 
-Its flags are generated from vfleet.spec.requests.BudgetFlags (vfleet.cli.main).
+Its flags are generated from vfleet.documents.requests.BudgetFlags (vfleet.cli.main).
 """
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from vfleet.cli.estimate import check_quantization
+from vfleet.cli.estimate_command import check_quantization
 from vfleet.errors import UserError
 
 if TYPE_CHECKING:
     from vfleet.budget.compute import Budget, BudgetRequest
-    from vfleet.catalog.modelspec import ModelSpec
-    from vfleet.spec.requests import BudgetFlags
+    from vfleet.catalog.model_shape import ModelShape
+    from vfleet.documents.requests import BudgetFlags
 
 
 def _request(a: BudgetFlags) -> BudgetRequest:
@@ -24,7 +24,7 @@ def _request(a: BudgetFlags) -> BudgetRequest:
     from vfleet.catalog.gpus import resolve_gpu
     from vfleet.catalog.models import load_model
     from vfleet.catalog.releases import traits
-    from vfleet.spec.flags import check_scheduler
+    from vfleet.documents.flag_types import check_scheduler
 
     gpu = resolve_gpu(a.gpu)
     if a.gpu_memory_gib:
@@ -60,7 +60,7 @@ def _request(a: BudgetFlags) -> BudgetRequest:
     )
 
 
-def _check_mean_context(a: BudgetFlags, spec: ModelSpec) -> None:
+def _check_mean_context(a: BudgetFlags, spec: ModelShape) -> None:
     """A request holds at most max-model-len tokens, so its mean cannot be more."""
     longest = a.max_model_len or spec.max_position_embeddings
     if a.mean_context_len and a.mean_context_len > longest:
@@ -98,9 +98,9 @@ def _does_not_fit(req: BudgetRequest, budget: Budget) -> UserError:
 def run(args: argparse.Namespace) -> int:
     from vfleet.budget.compute import compute, fits
     from vfleet.cli.from_model import from_namespace
+    from vfleet.documents.flag_types import sweep
+    from vfleet.documents.requests import BudgetFlags
     from vfleet.present import budget_report
-    from vfleet.spec.flags import sweep
-    from vfleet.spec.requests import BudgetFlags
 
     a = from_namespace(BudgetFlags, args)
     req = _request(a)

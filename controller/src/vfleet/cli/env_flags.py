@@ -1,6 +1,6 @@
 """The flags of the commands that act on an environment (deploy, destroy, probe, plan-env,
 restart, validate, known-hosts, preflight, calibrate), one model per command, generated
-into their parsers by vfleet.cli.from_model. Kept apart from vfleet.spec.requests so that
+into their parsers by vfleet.cli.from_model. Kept apart from vfleet.documents.requests so that
 a planning command, which imports that module, does not build these as well."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
-from vfleet.inputs.base import StrictModel
-from vfleet.spec import flags
-from vfleet.spec.flags import FilePath, Rule
+from vfleet.documents import flag_types as flags
+from vfleet.documents.flag_types import FilePath, Rule
+from vfleet.inputs.strict import StrictModel
 
 EnvName = Annotated[str, Rule(flags.env_name)]
 Timeout = Annotated[float, Rule(flags.number(0, 300, example="10"))]

@@ -4,7 +4,7 @@ One `--kebab-case` flag per field (the alias when it has one; an alias spelt `--
 flag itself): help is the field's description (its docstring, StrictModel sets
 use_attribute_docstrings) followed by the default, the default is the field's, a bool is
 store_true, a Literal gives choices, a list or tuple is a flag to repeat. Markers from
-vfleet.spec.flags say the rest:
+vfleet.documents.flag_types say the rest:
 - Rule: the parser argparse runs on the text, so a range is written once, on the model,
   and argparse reports a bad value in its own words, "argument --tp: <the rule's message>";
 - Metavar: how the help names the value;
@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from vfleet.spec.flags import Derived, Metavar, NotAFlag, OneOf, Rule
+from vfleet.documents.flag_types import Derived, Metavar, NotAFlag, OneOf, Rule
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -111,7 +111,9 @@ def _text_parser(dest: str, base: Any, metadata: tuple[Any, ...]) -> Callable[[s
         return rule.parse
     if base is str:
         return None
-    raise TypeError(f"--{dest}: a {base} flag needs a vfleet.spec.flags.Rule to parse its text")
+    raise TypeError(
+        f"--{dest}: a {base} flag needs a vfleet.documents.flag_types.Rule to parse its text"
+    )
 
 
 def _help(field: FieldInfo, default: Any, derived: Derived | None) -> str | None:

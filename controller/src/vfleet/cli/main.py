@@ -7,7 +7,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
-from vfleet.cli import budget, catalog, doctor, env, estimate, plan
+from vfleet.cli import budget, catalog
+from vfleet.cli import doctor_command as doctor
+from vfleet.cli import env_commands as env
+from vfleet.cli import estimate_command as estimate
+from vfleet.cli import plan_commands as plan
 from vfleet.errors import UserError
 
 if TYPE_CHECKING:
@@ -47,30 +51,30 @@ class Command(NamedTuple):
         return tuple(models)
 
 
-SPECULATIVE = "spec.requests:SpeculativeOptions"
+SPECULATIVE = "documents.requests:SpeculativeOptions"
 
 
 # The whole CLI at a glance.
 TABLE: tuple[Command, ...] = (
     Command(
-        "budget", "predict vLLM's KV cache per GPU", ("spec.requests:BudgetFlags",), budget.run
+        "budget", "predict vLLM's KV cache per GPU", ("documents.requests:BudgetFlags",), budget.run
     ),
     Command(
         "plan",
         "choose TP/PP/DP/EP and the scheduler knobs",
-        ("spec.requests:PlanFlags",),
+        ("documents.requests:PlanFlags",),
         plan.run_plan,
     ),
     Command(
         "render",
         "write per-host launch scripts and systemd units",
-        ("spec.render:RenderFlags", "spec.render:RenderOptions", SPECULATIVE),
+        ("documents.render:RenderFlags", "documents.render:RenderOptions", SPECULATIVE),
         plan.run_render,
     ),
     Command(
         "doctor",
         "diagnose overload, tail latency, OOM and preemption",
-        ("spec.requests:DoctorFlags",),
+        ("documents.requests:DoctorFlags",),
         doctor.run,
     ),
     Command(
@@ -129,7 +133,7 @@ TABLE: tuple[Command, ...] = (
     Command(
         "estimate",
         "predict throughput and latency of one layout at one operating point",
-        ("spec.requests:EstimateFlags",),
+        ("documents.requests:EstimateFlags",),
         estimate.run,
         estimate.EXAMPLE,
     ),

@@ -6,29 +6,26 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vfleet.catalog.flags import flag_set
+from vfleet.catalog.flag_registry import flag_set
 from vfleet.catalog.models import load_model
 from vfleet.catalog.releases import traits
-from vfleet.deploy import calibrate_env, envcheck, ledger
-from vfleet.deploy.context import Context, inventory_docs
+from vfleet.documents.deploy import RENDER_FIELDS
+from vfleet.documents.plan import Plan
+from vfleet.documents.render import RenderOptions
+from vfleet.environment.context import Context
 from vfleet.errors import UserError
-from vfleet.health import gate
-from vfleet.health.gate import HostVerdict
+from vfleet.feedback import calibrate_env, ledger
+from vfleet.health.probed import Probed
 from vfleet.inputs.files import read_text
-from vfleet.plan.cluster import ClusterSpec
 from vfleet.plan.make import PlanRequest, PlanResult, make_plan
 from vfleet.plan.search import Pinned
 from vfleet.plan.workload import load_workload
-from vfleet.probe.to_cluster import cluster_from_facts, load_facts_dir
 from vfleet.render.request import render_into, render_options
 from vfleet.render.types import Rendered
-from vfleet.spec.deploy import RENDER_FIELDS
-from vfleet.spec.plan import Plan
-from vfleet.spec.render import RenderOptions
+from vfleet.topology.cluster import Cluster
 
 HOST_API_KEY_FILE = "/etc/vfleet/secrets/api-key"  # vllm_launch_api_key_file's default
 # The local default serves a two-layer model on CPU engines; the report also plans this real
@@ -44,103 +41,7 @@ STAND_IN = (
 )
 
 
-@dataclass
-class Probed:
-    hosts: list[dict[str, Any]]
-    """the normalised facts of the hosts planned on (a failed host's left out with
-    --allow-partial-facts, a sick one by the health gate)"""
-    cluster: ClusterSpec
-    left_out: list[str]
-    why: dict[str, str] = field(default_factory=dict)
-    """host -> why the plan left it out"""
-    verdicts: list[HostVerdict] = field(default_factory=list)
-    """the health gate's checks of every probed host"""
-
-
-def probed_cluster(
-    ctx: Context, command: str, allow_partial: bool, allow_degraded: bool = False
-) -> Probed:
-    """The cluster from artifacts/<env>/facts, read once. A failed probe stops the plan with
-    one line naming the host; with allow_partial the plan goes ahead on what the probes
-    collected, leaving out the hosts whose probe saw no GPU. The health gate
-    (vfleet.health) then leaves out each host a check fails, unless allow_degraded."""
-    facts = load_facts_dir(ctx.artifacts / "facts")
-    failed = [f for f in facts if f.get("probe_failed")]
-    if failed and not allow_partial:
-        listing = "; ".join(
-            f"{f['host']} ({' '.join('; '.join(f.get('errors') or []).split()) or 'no reason'})"
-            for f in failed
-        )
-        raise UserError(
-            f"the probe failed on {listing}: fix the host and re-run `make probe ENV={ctx.env}`, "
-            f"or plan without it: vfleet {command} --env {ctx.env} --allow-partial-facts"
-        )
-    why = {f["host"]: "its probe saw no GPU" for f in failed if not f.get("gpu_count")}
-    seen = [f for f in facts if f["host"] not in why]
-    verdicts = _health_gate(ctx, seen, allow_degraded, why)
-    kept = [f for f in seen if f["host"] not in why]
-    _write_health(ctx, verdicts, why)
-    if not kept:
-        raise UserError(
-            f"no host is fit to plan on ({'; '.join(f'{h}: {w}' for h, w in why.items())}): "
-            f"fix the hosts and re-run make probe ENV={ctx.env}"
-        )
-    if why:
-        print("==> hosts left out of the plan")
-        for host, reason in why.items():
-            print(f"    planning without {host}: {reason}")
-    degraded = {h: w for h, w in gate.degraded_links(verdicts).items() if h not in why}
-    cluster = cluster_from_facts(kept, allow_partial=allow_partial, degraded=degraded)
-    # A host that lost a GPU is named before anything is planned around it.
-    envcheck.check_probed_hardware(
-        [(n.name, n.gpu.name, n.gpus) for n in cluster.nodes],
-        ctx.var("vfleet_expect_gpu"),
-        ctx.var("vfleet_expect_gpus_per_host"),
-        envcheck.hosts_of(inventory_docs(ctx)),
-    )
-    return Probed(kept, cluster, list(why), why, verdicts)
-
-
-def _health_gate(
-    ctx: Context, facts: list[dict[str, Any]], allow_degraded: bool, why: dict[str, str]
-) -> list[HostVerdict]:
-    """Check every host; record in `why` each one a check fails (unless allow_degraded)."""
-    verdicts = gate.assess(facts, expected_gpus(ctx))
-    sick = [v for v in verdicts if v.failed]
-    print("==> health gate", flush=True)
-    print("    " + gate.table(verdicts).replace("\n", "\n    "))
-    if sick and allow_degraded:
-        print(
-            f"    WARNING: planning on {len(sick)} host(s) that failed a check "
-            "(--allow-degraded): " + ", ".join(v.host for v in sick)
-        )
-    elif sick:
-        why.update({v.host: f"failed the health gate ({v.reason()})" for v in sick})
-    return verdicts
-
-
-def _write_health(ctx: Context, verdicts: list[HostVerdict], why: dict[str, str]) -> None:
-    """artifacts/<env>/health.json: every host's checks and the hosts left out, for scripts
-    and for the operator who planned without deploying."""
-    doc = {
-        "schema": "vfleet.health/1",
-        "hosts": [v.to_json() for v in verdicts],
-        "left_out": why,
-    }
-    ctx.artifacts.mkdir(parents=True, exist_ok=True)
-    (ctx.artifacts / "health.json").write_text(json.dumps(doc, indent=2) + "\n")
-
-
-def expected_gpus(ctx: Context) -> dict[str, int | None]:
-    default = ctx.var("vfleet_expect_gpus_per_host")
-    out = {}
-    for host in envcheck.hosts_of(inventory_docs(ctx)):
-        want = host.vars.get("vfleet_gpus") or default
-        out[host.name] = int(want) if want else None
-    return out
-
-
-def plan(ctx: Context, cluster: ClusterSpec) -> PlanResult:
+def plan(ctx: Context, cluster: Cluster) -> PlanResult:
     """Plan for the environment's model and workload; write artifacts/<env>/plan.json."""
     start = time.monotonic()
     print("==> plan", flush=True)
@@ -170,7 +71,7 @@ def plan(ctx: Context, cluster: ClusterSpec) -> PlanResult:
     return result
 
 
-def render(ctx: Context, plan: Plan, cluster: ClusterSpec) -> Rendered:
+def render(ctx: Context, plan: Plan, cluster: Cluster) -> Rendered:
     """Launch scripts, units and env files for every host into artifacts/<env>/launch."""
     start = time.monotonic()
     print("==> render", flush=True)
@@ -227,11 +128,11 @@ def write_report(
     ctx: Context,
     result: PlanResult,
     endpoints: list[dict[str, Any]],
-    cluster: ClusterSpec | None = None,
+    cluster: Cluster | None = None,
     probed: Probed | None = None,
 ) -> Path:
     """report.md and report.html from the planner's own budget (nothing recomputed from JSON);
-    with the cluster, this deploy's ledger lines too (vfleet.deploy.ledger)."""
+    with the cluster, this deploy's ledger lines too (vfleet.feedback.ledger)."""
     from vfleet.present import report
     from vfleet.present.budget_report import parse_range, sweep
 
@@ -295,7 +196,7 @@ def _sweep_and_calibration(
 ) -> tuple[list[Any], list[Path]]:
     """The report's sweep section (this deploy's sweep lines) and, when the plan used the
     cluster's calibration, what it changed against the bundled fit."""
-    from vfleet.perf.params import default_fit
+    from vfleet.perf.fit import default_fit
     from vfleet.present import sweep_report
 
     sections, plots = [], []

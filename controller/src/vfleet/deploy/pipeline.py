@@ -5,7 +5,7 @@ A phase's failure stops the journey before anything that depends on it starts; t
 names the phase, each failed host and why, and the command that resumes (every phase is
 idempotent, so resuming is re-running). Durations are printed at the end and written into
 the report. Planning, rendering and the report run in process (vfleet.deploy.flow);
-Terraform and Ansible run as commands (vfleet.deploy.terraform, vfleet.deploy.commands).
+Terraform and Ansible run as commands (vfleet.terraform.runs, vfleet.environment.commands).
 """
 
 from __future__ import annotations
@@ -19,12 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vfleet.deploy import flow, pins, terraform
-from vfleet.deploy.commands import PhaseFailed, playbook
-from vfleet.deploy.context import Context, check_hosts, load_context
+from vfleet.deploy import flow
+from vfleet.environment import pins
+from vfleet.environment.commands import PhaseFailed, playbook
+from vfleet.environment.context import Context, check_hosts, load_context
 from vfleet.errors import UserError
+from vfleet.health.probed import Probed, probed_cluster
 from vfleet.plan.make import PlanResult
 from vfleet.render.types import Rendered
+from vfleet.terraform import runs as terraform
 
 CACHE = Path(os.environ.get("VFLEET_CACHE", "/var/cache/vfleet"))
 TESTBED_NAME = "local"  # terraform/envs/local's testbed_name default
@@ -40,7 +43,7 @@ class Run:
     allow_partial: bool = False
     allow_degraded: bool = False
     purge: bool = False
-    probed: flow.Probed | None = None
+    probed: Probed | None = None
     planned: PlanResult | None = None
     rendered: Rendered | None = None
     first_launch: bool = False
@@ -101,7 +104,7 @@ def _plan(run: Run) -> None:
     # No earlier render: nothing of this deployment serves yet, so no replica has to keep
     # serving while another restarts, and every host starts at once.
     run.first_launch = not (run.ctx.artifacts / "launch" / "endpoints.json").is_file()
-    run.probed = flow.probed_cluster(run.ctx, run.command, run.allow_partial, run.allow_degraded)
+    run.probed = probed_cluster(run.ctx, run.command, run.allow_partial, run.allow_degraded)
     run.planned = flow.plan(run.ctx, run.probed.cluster)
 
 
@@ -164,8 +167,7 @@ def _forget(run: Run) -> None:
 def _sweep(run: Run) -> None:
     """Every GPU host over SSH at once before anything is installed: reachable, its key as
     recorded, sudo (vfleet.health.ssh_sweep)."""
-    from vfleet.deploy import preflight
-    from vfleet.health import ssh_sweep
+    from vfleet.health import preflight, ssh_sweep
 
     start = time.monotonic()
     print("==> preflight: SSH sweep", flush=True)

@@ -23,7 +23,7 @@ calibration says otherwise) and as shapes relative to those levels:
 - decode attention's KV streaming fraction and large GEMVs' weight streaming fraction.
 
 Other GPU generations use the same shapes (fractions of their own peaks); their levels
-come from the fit (`vfleet.perf.params`).
+come from the fit (`vfleet.perf.fit`).
 """
 
 from __future__ import annotations

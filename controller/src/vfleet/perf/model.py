@@ -18,7 +18,7 @@ token each and `prefill` prompt tokens (chunked prefill mixes both). Per GPU it 
   steps. With async scheduling the CPU work hides behind the GPU's.
 
 The efficiencies and overheads are fitted to measured serving runs per GPU generation and
-engine generation (`vfleet.perf.params`, bench/perf_accuracy.py); nothing here is per case.
+engine generation (`vfleet.perf.fit`, bench/perf_accuracy.py); nothing here is per case.
 Every function takes plain floats or NumPy arrays of steps, so a whole simulated run is
 costed in one call.
 """
@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from vfleet.catalog.gpus import Gpu
-from vfleet.catalog.modelspec import ModelSpec
+from vfleet.catalog.model_shape import ModelShape
+from vfleet.perf.fit import PerfParams
 from vfleet.perf.kernels import shapes
-from vfleet.perf.params import PerfParams
 
 GB = 1e9
 # One collective's fixed latency by link kind. Inside an NVLink domain vLLM's custom
@@ -148,7 +148,7 @@ class StepCost:
         }
 
 
-def active_params(spec: ModelSpec, params: dict[str, int]) -> float:
+def active_params(spec: ModelShape, params: dict[str, int]) -> float:
     """Parameters one token touches: everything but the experts it is not routed to."""
     total: float = sum(v for k, v in params.items() if k not in ("mtp", "vision", "embeddings"))
     routed = params.get("routed_experts", 0)
@@ -157,7 +157,7 @@ def active_params(spec: ModelSpec, params: dict[str, int]) -> float:
     return float(total)
 
 
-def experts_touched(spec: ModelSpec, tokens: Any) -> Any:
+def experts_touched(spec: ModelShape, tokens: Any) -> Any:
     """Fraction of experts that at least one of `tokens` tokens is routed to."""
     if not spec.num_experts:
         return 1.0 + 0.0 * tokens
@@ -177,7 +177,7 @@ def _peak_kind(gpu: Gpu, compute: str) -> str:
     return "fp8" if compute in ("fp8", "fp4") and gpu.fp8 else "bf16"
 
 
-def _attention_flops(spec: ModelSpec, heads: float, decode: bool) -> float:
+def _attention_flops(spec: ModelShape, heads: float, decode: bool) -> float:
     """Attention FLOPs per (query token, context token) pair per layer on one GPU."""
     if spec.is_mla:
         if decode:  # absorbed MLA: scores over the latent plus rope, values over the latent
@@ -186,7 +186,7 @@ def _attention_flops(spec: ModelSpec, heads: float, decode: bool) -> float:
     return 4 * heads * spec.head_dim
 
 
-def _effective_context(spec: ModelSpec, context: Any) -> Any:
+def _effective_context(spec: ModelShape, context: Any) -> Any:
     """Context the attention kernels actually touch: sparse and sliding layers cap it."""
     if spec.index_n_heads:  # DeepSeek-V3.2 / V4 sparse attention
         return np.minimum(context, spec.index_topk or SPARSE_TOPK_TOKENS)
@@ -203,7 +203,7 @@ def _capped_pairs(prefill: Any, pairs: Any, window: float) -> Any:
     return prefill * np.minimum(mean_context, window)
 
 
-def _prefill_attention_flops(spec: ModelSpec, heads: float, prefill: Any, pairs: Any) -> Any:
+def _prefill_attention_flops(spec: ModelShape, heads: float, prefill: Any, pairs: Any) -> Any:
     """Attention FLOPs of the step's prompt tokens per layer on one GPU, by layer kind.
 
     DeepSeek's sparse attention attends each query to the indexer's top-k tokens only, and
@@ -223,7 +223,7 @@ def _prefill_attention_flops(spec: ModelSpec, heads: float, prefill: Any, pairs:
     return full
 
 
-def _indexer_flops(spec: ModelSpec, pairs: Any) -> Any:
+def _indexer_flops(spec: ModelShape, pairs: Any) -> Any:
     """The sparse-attention indexer's scoring of every earlier token, per layer: its heads
     dot a query with each cached key. vLLM replicates the indexer on every TP rank, so this
     is not divided by TP."""
@@ -233,7 +233,7 @@ def _indexer_flops(spec: ModelSpec, pairs: Any) -> Any:
 
 
 def step_cost(
-    spec: ModelSpec,
+    spec: ModelShape,
     gpu: Gpu,
     e: EngineShape,
     params: PerfParams,
@@ -374,7 +374,7 @@ def step_cost(
     )
 
 
-def kernels_per_step(spec: ModelSpec, e: EngineShape) -> float:
+def kernels_per_step(spec: ModelShape, e: EngineShape) -> float:
     """Kernels one stage launches per step, counted from the layer's structure. At small
     batch no kernel is busy long, so their count sets the step's floor.
 
@@ -399,7 +399,7 @@ def pipeline_step_s(cost: StepCost, pp: int) -> Any:
 
 
 def flops_per_token(
-    spec: ModelSpec, params: dict[str, int], tp: int, pp: int
+    spec: ModelShape, params: dict[str, int], tp: int, pp: int
 ) -> tuple[float, float]:
     """(dense FLOPs per token per GPU, routed-expert FLOPs per token per stage, unsplit)."""
     active = active_params(spec, params)

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from vfleet.catalog.gpus import Gpu
-from vfleet.catalog.modelspec import ModelSpec
+from vfleet.catalog.model_shape import ModelShape
 from vfleet.perf import model as perf
-from vfleet.perf.params import PerfParams
+from vfleet.perf.fit import PerfParams
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class Grid:
 
 
 def predict_grid(
-    spec: ModelSpec,
+    spec: ModelShape,
     gpu: Gpu,
     e: perf.EngineShape,
     params: PerfParams,

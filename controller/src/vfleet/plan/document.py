@@ -1,6 +1,6 @@
 """The plan: the winning layout and its knobs, the alternatives and why each lost, the
 rejected layouts, and which GPUs of which host serve which engine, as the typed
-vfleet.spec.plan.Plan that `vfleet render`, the report, the ledger and the deploy read.
+vfleet.documents.plan.Plan that `vfleet render`, the report, the ledger and the deploy read.
 
 The planner's Plan is built unchecked (`model_construct`): it holds the planner's own
 numbers, and `vfleet plan` prints and writes it as it always has even where render would
@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from vfleet.plan.cluster import ClusterSpec
-from vfleet.plan.search import Evaluated, is_tie, simpler_because
-from vfleet.plan.workload import Workload
-from vfleet.spec.plan import (
+from vfleet.documents.plan import (
     Alternative,
     DegradedLink,
     KvCacheDtype,
@@ -26,6 +23,9 @@ from vfleet.spec.plan import (
     RejectedLayout,
     Speculative,
 )
+from vfleet.plan.search import Evaluated, is_tie, simpler_because
+from vfleet.plan.workload import Workload
+from vfleet.topology.cluster import Cluster
 
 ALTERNATIVES = 5
 
@@ -125,7 +125,7 @@ def why_lost(winner: Evaluated, ev: Evaluated) -> str:
     return reason
 
 
-def hosts(cluster: ClusterSpec, ev: Evaluated) -> list[PlanHost]:
+def hosts(cluster: Cluster, ev: Evaluated) -> list[PlanHost]:
     """Which GPUs of which host serve which engine and ranks (node order as given)."""
     c = ev.candidate
     nodes = (ev.placed_on or cluster).nodes
@@ -152,7 +152,7 @@ def hosts(cluster: ClusterSpec, ev: Evaluated) -> list[PlanHost]:
 
 
 def plan_document(
-    cluster: ClusterSpec,
+    cluster: Cluster,
     workload: Workload,
     ranked: list[Evaluated],
     model: str,
@@ -210,7 +210,7 @@ def _workload(w: Workload) -> PlanWorkload:
     )
 
 
-def degraded_links(cluster: ClusterSpec, winner: Evaluated) -> list[DegradedLink]:
+def degraded_links(cluster: Cluster, winner: Evaluated) -> list[DegradedLink]:
     """Each host whose link is degraded, and whether an engine that spans nodes runs on it."""
     spans = winner.candidate.gpus > cluster.gpus_per_node
     placed = {n.name for n in (winner.placed_on or cluster).nodes}
@@ -222,7 +222,7 @@ def degraded_links(cluster: ClusterSpec, winner: Evaluated) -> list[DegradedLink
     ]
 
 
-def links_note(cluster: ClusterSpec, winner: Evaluated, links: list[DegradedLink]) -> str:
+def links_note(cluster: Cluster, winner: Evaluated, links: list[DegradedLink]) -> str:
     names = ", ".join(link.host for link in links)
     if winner.candidate.gpus <= cluster.gpus_per_node:
         return f"the link of {names} is degraded; no engine crosses it (each fits one node)"
@@ -241,7 +241,7 @@ def links_note(cluster: ClusterSpec, winner: Evaluated, links: list[DegradedLink
     return f"engines that span nodes are kept off the degraded link of {names}"
 
 
-def idle_note(cluster: ClusterSpec, winner: Evaluated) -> str:
+def idle_note(cluster: Cluster, winner: Evaluated) -> str:
     idle = cluster.total_gpus - winner.gpus_used
     placed = winner.placed_on or cluster
     if placed.total_gpus < cluster.total_gpus:

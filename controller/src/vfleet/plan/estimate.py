@@ -2,7 +2,7 @@
 
 The budget engine sizes the KV cache and resolves the release's scheduler defaults; the
 scheduler replay (`vfleet.perf.simulate`) runs the benchmark's requests through one engine rank;
-the step cost model (`vfleet.perf.model`, fitted parameters from `vfleet.perf.params`) turns each
+the step cost model (`vfleet.perf.model`, fitted parameters from `vfleet.perf.fit`) turns each
 step into seconds. Engines (replicas x DP ranks) are symmetric: the client's requests and
 concurrency split evenly over them, and DP ranks of an MoE model step together, their
 tokens meeting in the expert layers.
@@ -18,18 +18,18 @@ import numpy as np
 
 from vfleet.budget.compute import Budget, BudgetRequest, compute, fits
 from vfleet.budget.speculative import Speculative
-from vfleet.catalog.modelspec import ModelSpec
+from vfleet.catalog.model_shape import ModelShape
 from vfleet.catalog.releases import VersionTraits
 from vfleet.errors import UserError
 from vfleet.perf import bands
 from vfleet.perf import model as perf
-from vfleet.perf.params import Fit, PerfParams, default_fit
+from vfleet.perf.fit import Fit, PerfParams, default_fit
 from vfleet.perf.simulate import Client, EngineLimits, replay
 from vfleet.perf.trajectory import Trajectory
 from vfleet.plan import shape
 from vfleet.plan.candidate import Candidate
-from vfleet.plan.cluster import ClusterSpec
 from vfleet.plan.rules import reject_reason
+from vfleet.topology.cluster import Cluster
 
 DATASETS = ("random", "sharegpt")
 # ShareGPT as `vllm bench serve` samples it: prompts up to 1,024 tokens, prompt plus
@@ -41,8 +41,8 @@ SHAREGPT_MAX_IN, SHAREGPT_MAX_TOTAL = 1024, 2048
 
 @dataclass(frozen=True)
 class EstimateRequest:
-    spec: ModelSpec
-    cluster: ClusterSpec
+    spec: ModelShape
+    cluster: Cluster
     layout: Candidate
     traits: VersionTraits
     input_len: int
@@ -212,7 +212,7 @@ def budget_for(req: EstimateRequest) -> Budget:
 
 
 def step_seconds(
-    spec: ModelSpec,
+    spec: ModelShape,
     req: EstimateRequest,
     e: perf.EngineShape,
     params: PerfParams,
@@ -288,7 +288,7 @@ class Prepared:
 
 def prepare(req: EstimateRequest) -> Prepared:
     c = req.layout
-    # Placed as the planner places it (ClusterSpec.for_engine).
+    # Placed as the planner places it (Cluster.for_engine).
     cluster = req.cluster.for_engine(c.gpus, shape.heavy_traffic_crosses(req.spec, req.cluster, c))
     if c.gpus > cluster.total_gpus:
         raise UserError(

@@ -6,22 +6,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vfleet.budget.speculative import Speculative
-from vfleet.catalog.modelspec import ModelSpec
+from vfleet.catalog.model_shape import ModelShape
 from vfleet.catalog.releases import VersionTraits
-from vfleet.perf.params import Fit, default_fit
+from vfleet.documents.plan import Plan
+from vfleet.documents.plan import Speculative as PlanSpeculative
+from vfleet.perf.fit import Fit, default_fit
 from vfleet.plan import document
 from vfleet.plan.candidate import Candidate
-from vfleet.plan.cluster import ClusterSpec
 from vfleet.plan.search import Evaluated, Pinned, PlanInputs, plan
 from vfleet.plan.workload import Workload
-from vfleet.spec.plan import Plan
-from vfleet.spec.plan import Speculative as PlanSpeculative
+from vfleet.topology.cluster import Cluster
 
 
 @dataclass(frozen=True)
 class PlanRequest:
-    spec: ModelSpec
-    cluster: ClusterSpec
+    spec: ModelShape
+    cluster: Cluster
     workload: Workload
     traits: VersionTraits
     gpu_memory_utilization: float | None = None

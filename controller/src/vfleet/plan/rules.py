@@ -11,31 +11,31 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from vfleet.catalog.modelspec import ModelSpec
+from vfleet.catalog.model_shape import ModelShape
 from vfleet.catalog.releases import VersionTraits
 from vfleet.plan.candidate import Candidate
-from vfleet.plan.cluster import ClusterSpec
+from vfleet.topology.cluster import Cluster
 
 # Expert all-to-all across nodes needs RDMA-class bandwidth to pay off (GB/s busbw).
 EP_CROSS_NODE_MIN_GBPS = 25.0
 
-Rule = Callable[[ModelSpec, ClusterSpec, VersionTraits, Candidate], str]
+Rule = Callable[[ModelShape, Cluster, VersionTraits, Candidate], str]
 
 
-def in_nvlink_domain(cluster: ClusterSpec, per_node: int) -> int:
+def in_nvlink_domain(cluster: Cluster, per_node: int) -> int:
     """GPUs one NVLink domain holds: a node, or a multi-node NVLink domain (NVL72)."""
     inter = cluster.inter_node
     return max(per_node, inter.nvlink_domain_gpus) if inter.fabric == "nvlink" else per_node
 
 
-def fp8_block(spec: ModelSpec) -> int:
+def fp8_block(spec: ModelShape) -> int:
     """The FP8 block width of a block-quantized checkpoint (0 when not block-quantized)."""
     size = spec.quantization.get("weight_block_size") if spec.quantization else None
     return int(size[-1]) if isinstance(size, list) and size else 0
 
 
 def tp_stays_on_fast_links(
-    spec: ModelSpec, cluster: ClusterSpec, traits: VersionTraits, c: Candidate
+    spec: ModelShape, cluster: Cluster, traits: VersionTraits, c: Candidate
 ) -> str:
     per_node, inter = cluster.gpus_per_node, cluster.inter_node
     in_domain = inter.fabric == "nvlink" and c.tp <= inter.nvlink_domain_gpus
@@ -50,7 +50,7 @@ def tp_stays_on_fast_links(
 
 
 def experts_stay_in_fast_domains(
-    spec: ModelSpec, cluster: ClusterSpec, traits: VersionTraits, c: Candidate
+    spec: ModelShape, cluster: Cluster, traits: VersionTraits, c: Candidate
 ) -> str:
     if not spec.is_moe or not (c.ep or c.dp > 1):
         return ""
@@ -74,7 +74,7 @@ def experts_stay_in_fast_domains(
     return ""
 
 
-def heads_divide(spec: ModelSpec, cluster: ClusterSpec, traits: VersionTraits, c: Candidate) -> str:
+def heads_divide(spec: ModelShape, cluster: Cluster, traits: VersionTraits, c: Candidate) -> str:
     if spec.num_attention_heads % c.tp:
         return f"TP{c.tp} does not divide {spec.num_attention_heads} attention heads"
     if not spec.is_mla and not spec.is_dsv4:
@@ -85,7 +85,7 @@ def heads_divide(spec: ModelSpec, cluster: ClusterSpec, traits: VersionTraits, c
 
 
 def pp_is_the_fallback(
-    spec: ModelSpec, cluster: ClusterSpec, traits: VersionTraits, c: Candidate
+    spec: ModelShape, cluster: Cluster, traits: VersionTraits, c: Candidate
 ) -> str:
     nvlink_inside = cluster.intra_node.link in ("nvswitch", "nvlink-pairs")
     if c.pp > 1 and nvlink_inside and c.tp * c.dp < cluster.gpus_per_node:
@@ -97,7 +97,7 @@ def pp_is_the_fallback(
 
 
 def release_supports_it(
-    spec: ModelSpec, cluster: ClusterSpec, traits: VersionTraits, c: Candidate
+    spec: ModelShape, cluster: Cluster, traits: VersionTraits, c: Candidate
 ) -> str:
     v = traits.version
     if c.dp > 1 and c.pp > 1 and v < (0, 9, 1):
@@ -113,7 +113,7 @@ def release_supports_it(
 
 
 def dcp_divides_query_groups(
-    spec: ModelSpec, cluster: ClusterSpec, traits: VersionTraits, c: Candidate
+    spec: ModelShape, cluster: Cluster, traits: VersionTraits, c: Candidate
 ) -> str:
     if c.dcp > 1 and not spec.is_mla:
         group = spec.num_attention_heads // max(spec.num_kv_heads, 1)
@@ -123,7 +123,7 @@ def dcp_divides_query_groups(
 
 
 def multi_node_dp_release(
-    spec: ModelSpec, cluster: ClusterSpec, traits: VersionTraits, c: Candidate
+    spec: ModelShape, cluster: Cluster, traits: VersionTraits, c: Candidate
 ) -> str:
     if c.dp > 1 and traits.version < (0, 9, 0) and c.gpus > cluster.gpus_per_node:
         return "multi-node data parallel needs vLLM 0.9 or later"
@@ -131,7 +131,7 @@ def multi_node_dp_release(
 
 
 def fp8_blocks_split(
-    spec: ModelSpec, cluster: ClusterSpec, traits: VersionTraits, c: Candidate
+    spec: ModelShape, cluster: Cluster, traits: VersionTraits, c: Candidate
 ) -> str:
     block = fp8_block(spec)
     if block and spec.num_experts and not c.ep:
@@ -161,9 +161,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def reject_reason(
-    spec: ModelSpec, cluster: ClusterSpec, traits: VersionTraits, c: Candidate
-) -> str:
+def reject_reason(spec: ModelShape, cluster: Cluster, traits: VersionTraits, c: Candidate) -> str:
     """The first rule's reason to refuse layout `c`, or "" when every rule lets it through."""
     for rule in RULES:
         reason = rule(spec, cluster, traits, c)

@@ -18,19 +18,19 @@ import numpy as np
 from vfleet.budget import speculative
 from vfleet.budget.compute import Budget, BudgetRequest, compute, fits
 from vfleet.budget.params import component_params
-from vfleet.catalog.flags import flag_set
-from vfleet.catalog.modelspec import ModelSpec
+from vfleet.catalog.flag_registry import flag_set
+from vfleet.catalog.model_shape import ModelShape
 from vfleet.catalog.releases import VersionTraits
+from vfleet.documents import flag_types as flags
 from vfleet.errors import UserError
 from vfleet.perf import bands, steady
 from vfleet.perf import model as perf
-from vfleet.perf.params import Fit, default_fit
+from vfleet.perf.fit import Fit, default_fit
 from vfleet.plan import shape
 from vfleet.plan.candidate import Candidate
-from vfleet.plan.cluster import ClusterSpec
 from vfleet.plan.rules import dcp_divides_query_groups, reject_reason, release_supports_it
 from vfleet.plan.workload import Workload
-from vfleet.spec import flags
+from vfleet.topology.cluster import Cluster
 
 HEADROOM = 0.9  # keep 10% of KV blocks free so decode growth does not preempt
 MNBT_CHOICES = (2048, 4096, 8192, 16384)
@@ -51,7 +51,7 @@ class Evaluated:
     kv_cap: int = 0
     meets_slo: bool = False
     comm_ms: dict[str, float] = field(default_factory=dict)
-    placed_on: ClusterSpec | None = None
+    placed_on: Cluster | None = None
     """the nodes its engines are placed on and the links they are costed against"""
     heavy_crosses: bool = False
     """its TP group or expert traffic spans nodes"""
@@ -99,8 +99,8 @@ class Pinned:
 
 @dataclass(frozen=True)
 class PlanInputs:
-    spec: ModelSpec
-    cluster: ClusterSpec
+    spec: ModelShape
+    cluster: Cluster
     workload: Workload
     traits: VersionTraits
     gpu_memory_utilization: float | None = None
@@ -126,7 +126,7 @@ def _dp_sizes(total: int) -> list[int]:
     return sorted(sizes)
 
 
-def candidates(spec: ModelSpec, cluster: ClusterSpec) -> list[Candidate]:
+def candidates(spec: ModelShape, cluster: Cluster) -> list[Candidate]:
     """Every layout worth costing; the rules then reject or keep each one."""
     per_node, total = cluster.gpus_per_node, cluster.total_gpus
     domain = max(per_node, cluster.inter_node.nvlink_domain_gpus)
@@ -162,7 +162,7 @@ def batch_grid(limit: int) -> np.ndarray:
 
 
 def _choose_knobs(
-    spec: ModelSpec, inputs: PlanInputs, e: perf.EngineShape, kv_cap: int, target: int
+    spec: ModelShape, inputs: PlanInputs, e: perf.EngineShape, kv_cap: int, target: int
 ) -> tuple[int, int, steady.Prediction, bool]:
     """max-num-seqs and max-num-batched-tokens for one engine rank, and whether the SLOs hold.
 
@@ -220,7 +220,7 @@ def _choose_knobs(
 
 def evaluate(inputs: PlanInputs, c: Candidate) -> Evaluated:
     spec, w = inputs.spec, inputs.workload
-    # Engines that cross nodes stay off degraded links where they can (ClusterSpec.for_engine).
+    # Engines that cross nodes stay off degraded links where they can (Cluster.for_engine).
     heavy = shape.heavy_traffic_crosses(spec, inputs.cluster, c)
     cluster = inputs.cluster.for_engine(c.gpus, heavy)
     replicas = cluster.total_gpus // c.gpus
@@ -334,7 +334,7 @@ def rank(evaluated: list[Evaluated]) -> list[Evaluated]:
     return [winner] + [e for e in ordered if e is not winner]
 
 
-def gpu_memory_utilization(cluster: ClusterSpec, traits: VersionTraits) -> float:
+def gpu_memory_utilization(cluster: Cluster, traits: VersionTraits) -> float:
     """0.92 on dedicated nodes (0.90 before vLLM 0.20); lower when the probe saw other
     processes holding GPU memory, keeping 1 GiB of slack for them."""
     util = traits.default_gpu_memory_utilization
@@ -344,7 +344,7 @@ def gpu_memory_utilization(cluster: ClusterSpec, traits: VersionTraits) -> float
     return round(util, 2)
 
 
-def kv_cache_dtype(spec: ModelSpec, cluster: ClusterSpec) -> str:
+def kv_cache_dtype(spec: ModelShape, cluster: Cluster) -> str:
     """fp8 KV where the GPU has fp8 and the model's attention supports it."""
     if spec.is_dsv4:
         return "fp8"
@@ -380,9 +380,7 @@ def parse_layout(text: str) -> Candidate:
     return Candidate(size("TP", 1), size("PP", 1), size("DP", 1), "EP" in sizes, size("DCP", 1))
 
 
-def check_layout(
-    spec: ModelSpec, cluster: ClusterSpec, traits: VersionTraits, c: Candidate
-) -> None:
+def check_layout(spec: ModelShape, cluster: Cluster, traits: VersionTraits, c: Candidate) -> None:
     """What vLLM itself refuses of a layout the operator names (`--layout`), before costing:
     EP without experts, and DCP where the release lacks it or it does not divide TP."""
     if c.ep and not spec.is_moe:

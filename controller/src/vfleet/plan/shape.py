@@ -7,10 +7,10 @@ from typing import Any
 
 from vfleet.budget.compute import Budget
 from vfleet.budget.params import Layout, component_params, pp_partition, stage_layers
-from vfleet.catalog.modelspec import ModelSpec
+from vfleet.catalog.model_shape import ModelShape
 from vfleet.perf import model as perf
 from vfleet.plan.candidate import Candidate
-from vfleet.plan.cluster import ClusterSpec
+from vfleet.topology.cluster import Cluster
 
 # What the GEMMs compute in, by weight format: block FP8 runs FP8 GEMMs on GPUs with FP8;
 # weight-only formats (AWQ/GPTQ int4, MXFP4 on Hopper) dequantise into bf16 GEMMs.
@@ -63,9 +63,7 @@ def spans(tp: int, dp: int, gpus: int) -> tuple[int, int, int]:
     return tp, (gpus if dp > 1 else tp), gpus // max(dp, 1)
 
 
-def links(
-    cluster: ClusterSpec, tp: int, dp: int, gpus: int
-) -> tuple[perf.Link, perf.Link, perf.Link]:
+def links(cluster: Cluster, tp: int, dp: int, gpus: int) -> tuple[perf.Link, perf.Link, perf.Link]:
     """(TP link, MoE all-to-all link, PP link) for an engine of `gpus` GPUs."""
     per_node = cluster.gpus_per_node
     intra_kind = "pcie" if cluster.intra_node.link == "pcie" else "nvlink"
@@ -94,7 +92,7 @@ def links(
     return across(tp_span, False), across(moe_span, True), across(pp_span, False)
 
 
-def heavy_traffic_crosses(spec: ModelSpec, cluster: ClusterSpec, c: Candidate) -> bool:
+def heavy_traffic_crosses(spec: ModelShape, cluster: Cluster, c: Candidate) -> bool:
     """Whether a layout's TP group or its expert traffic (EP, or MoE sharded over DP) spans
     more than one node."""
     per_node = cluster.gpus_per_node
@@ -104,9 +102,9 @@ def heavy_traffic_crosses(spec: ModelSpec, cluster: ClusterSpec, c: Candidate) -
 
 
 def engine_shape(
-    spec: ModelSpec,
+    spec: ModelShape,
     budget: Budget,
-    cluster: ClusterSpec,
+    cluster: Cluster,
     layout: Layout,
     all2all_backend: str | None = None,
     params: dict[str, int] | None = None,

@@ -9,7 +9,7 @@ overrides them, and every key is optional:
     concurrency: 512          # simultaneous requests the cluster should hold, 1-1000000
     slo: {ttft_p99_ms: 2000, tpot_p99_ms: 50}   # milliseconds, finite and above 0
 
-vfleet.spec.workload checks the file: an unknown key (`concurency:`) is refused with the
+vfleet.documents.workload_file checks the file: an unknown key (`concurency:`) is refused with the
 nearest known one, an unknown preset with the list of presets; a p99 left out follows a
 raised mean, one written below its mean is refused.
 """
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vfleet.documents.workload_file import LengthDoc, SloDoc, check_workload, fail
 from vfleet.errors import UserError
 from vfleet.inputs.files import Document, load_yaml
-from vfleet.spec.workload import LengthDoc, SloDoc, check_workload, fail
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from vfleet.documents.plan import DegradedLink
 from vfleet.health.gate import HostVerdict
 from vfleet.present.report import Block, Bullets, Section, Table, Text
-from vfleet.spec.plan import DegradedLink
 
 
 def health_section(

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import re
 
-from vfleet.plan.cluster import ClusterSpec
 from vfleet.plan.document import ALTERNATIVES, idle_note, winner_reason
 from vfleet.plan.search import Evaluated
 from vfleet.plan.workload import Workload
+from vfleet.topology.cluster import Cluster
 
 
 def table(
-    cluster: ClusterSpec,
+    cluster: Cluster,
     workload: Workload,
     ranked: list[Evaluated],
     model: str,

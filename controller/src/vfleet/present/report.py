@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from vfleet.budget.compute import Budget
+from vfleet.documents.plan import Plan, Predicted
 from vfleet.present.budget_report import plot_sweep
-from vfleet.spec.plan import Plan, Predicted
 
 
 @dataclass

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from vfleet.budget.compute import requests_held
+from vfleet.documents.plan import Plan, Predicted
 from vfleet.present.report import Block, Image, Section, Table, Text, cell
-from vfleet.spec.plan import Plan, Predicted
 
 
 def kv_ceiling(kv_tokens: Any, block_size: Any, input_len: int, output_len: int) -> int | None:

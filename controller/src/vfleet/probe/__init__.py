@@ -1,4 +1,4 @@
 """The probe's side of the controller: the topology probe's captured tool outputs parsed
 (gpu_tools, network, host), normalised into per-host facts (normalize), and turned into the
-ClusterSpec the planner consumes (to_cluster); load.load_cluster picks facts or a YAML spec.
+Cluster the planner consumes (to_cluster); load.load_cluster picks facts or a YAML spec.
 """

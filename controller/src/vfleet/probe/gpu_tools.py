@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 from vfleet.probe.gpu_health import GpuHealth, parse_gpu_health
-from vfleet.probe.values import int_or_none
+from vfleet.probe.text_numbers import int_or_none
 
 # Most NVLinks one GPU has (H100/H200/B200: 18). A direct mesh splits them among its peers,
 # so more links per pair x peers than this means the pairs meet in an NVSwitch.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from vfleet.probe.values import int_or_none
+from vfleet.probe.text_numbers import int_or_none
 
 _VLLM_FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*")
 

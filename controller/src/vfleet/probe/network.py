@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vfleet.probe.values import int_or_none
+from vfleet.probe.text_numbers import int_or_none
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ the kernel picks towards the cluster); measurements under `bandwidth`; `probe_fa
 
 `normalize(raw)` turns that into the normalised facts; a file that already holds normalised
 facts is checked and taken as is, so facts can be written by hand. The model
-`vfleet.spec.facts.FactsModel` is the schema: its field docstrings say what each key holds
+`vfleet.documents.facts.FactsModel` is the schema: its field docstrings say what each key holds
 (host, address, gpus, gpu_name, gpu_count, topology, nvlink, fabric, hcas, nics,
 bootstrap_interface, cpu, versions, vllm, bandwidth, probe_failed, errors, notes), and
 vfleet/schemas/facts.schema.json is generated from it. Both what `normalize` builds and what
@@ -32,6 +32,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from vfleet.documents.facts import FACTS_SCHEMA, FactsModel
 from vfleet.errors import UserError
 from vfleet.inputs.files import Document, parse_json, read_text
 from vfleet.inputs.validate import validate
@@ -53,7 +54,6 @@ from vfleet.probe.network import (
     parse_net_records,
     parse_pci_nic_records,
 )
-from vfleet.spec.facts import FACTS_SCHEMA, FactsModel
 
 PROBE_SCHEMA = "vfleet.probe/1"
 
@@ -136,7 +136,7 @@ def _bootstrap(
 def normalize(
     raw: dict[str, Any], host: str | None = None, source: str | None = None
 ) -> dict[str, Any]:
-    """One host's facts in the normalised schema (vfleet.spec.facts.FactsModel), from the
+    """One host's facts in the normalised schema (vfleet.documents.facts.FactsModel), from the
     collector JSON or from facts already normalised; `source` names the file in errors."""
     if raw.get("schema") == FACTS_SCHEMA:
         facts = {**raw, "host": raw.get("host") or host}

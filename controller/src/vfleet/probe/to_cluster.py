@@ -1,10 +1,10 @@
-"""Normalised host facts -> the ClusterSpec the planner consumes: one Node per host, the
+"""Normalised host facts -> the Cluster the planner consumes: one Node per host, the
 intra-node link and inter-node fabric, their bandwidth (measured, or a documented
 expectation), NVLink domains, and the vLLM version and flags every host shares. Kept apart
 from normalisation so a caller can read the facts once (`load_facts_dir`), check each host,
 and build the cluster from that same list (`cluster_from_facts`).
 
-`cluster_from_facts(hosts, allow_partial=False)` builds the ClusterSpec: one Node per host
+`cluster_from_facts(hosts, allow_partial=False)` builds the Cluster: one Node per host
 (name = host; ib_hcas = the active RDMA ports of the fabric's link layer, less the bootstrap
 NIC's own port when there are others; roce_gid_index = their RoCE v2 GID, IPv4 first;
 gpu_memory_used_gib from the busiest GPU). The intra-node link is the weakest class over the
@@ -49,8 +49,8 @@ from typing import Any
 
 from vfleet.catalog.gpus import Gpu, resolve_gpu
 from vfleet.errors import UserError
-from vfleet.plan.cluster import ClusterSpec, InterNode, IntraNode, Node
 from vfleet.probe.normalize import load_facts_file
+from vfleet.topology.cluster import Cluster, InterNode, IntraNode, Node
 
 NVLINK_LINK_GBPS = 25.0  # one NVLink 3/4 link, one direction
 NVSWITCH_EXPECTED_GBPS = 450.0  # H100-class 8-GPU all_reduce busbw
@@ -268,8 +268,8 @@ def cluster_from_facts(
     hosts: Sequence[dict[str, Any]],
     allow_partial: bool = False,
     degraded: Mapping[str, str] | None = None,
-) -> ClusterSpec:
-    """The ClusterSpec from normalised facts, one dict per host, as `normalize`,
+) -> Cluster:
+    """The Cluster from normalised facts, one dict per host, as `normalize`,
     `load_facts_file` or `load_facts_dir` return them (checked by the facts model).
     `allow_partial` plans on failed probes and unmeasured bandwidth (see the module doc).
     `degraded`: host -> why the health gate warned about its link; the inter-node fabric is
@@ -302,7 +302,7 @@ def cluster_from_facts(
         with_degraded = inter
         inter = _inter([f for f, _ in sound], [n for _, n in sound], allow_partial)
     version, flags = _vllm(hosts)
-    return ClusterSpec(
+    return Cluster(
         nodes=tuple(nodes),
         intra_node=intra,
         inter_node=inter,
@@ -328,6 +328,6 @@ def load_facts_dir(path: Path) -> list[dict[str, Any]]:
     return [load_facts_file(p) for p in files]
 
 
-def cluster_from_facts_dir(path: Path, allow_partial: bool = False) -> ClusterSpec:
-    """The ClusterSpec from a directory of per-host probe facts (artifacts/<env>/facts)."""
+def cluster_from_facts_dir(path: Path, allow_partial: bool = False) -> Cluster:
+    """The Cluster from a directory of per-host probe facts (artifacts/<env>/facts)."""
     return cluster_from_facts(load_facts_dir(Path(path)), allow_partial=allow_partial)

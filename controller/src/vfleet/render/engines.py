@@ -1,13 +1,13 @@
 """`render`: a plan and a cluster spec in, the typed engines of every host out.
 
 Pure: a plan, a cluster spec, options and a flag set in; a `Rendered` out. Its
-files (launch.sh, vllm.env, units, endpoints.json, firewall.json) are vfleet.render.files'
+files (launch.sh, vllm.env, units, endpoints.json, firewall.json) are vfleet.render.file_set'
 job, and writing them to disk vfleet.render.write's.
 
 Inert by construction: host names and engine ids are RFC 1123 labels before they become
 file or unit names, every value reaches a file through its format's filter
 (vfleet.render.formats), and operator extras (`--extra-arg`, `--env`) may not set what vfleet
-owns (vfleet.spec.render).
+owns (vfleet.documents.render).
 
 Launch modes, chosen per engine from where its ranks sit (one strategy each, under
 vfleet.render.modes):
@@ -25,17 +25,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from vfleet.catalog.flags import FlagSet
+from vfleet.catalog.flag_registry import FlagSet
 from vfleet.catalog.releases import parse_version
-from vfleet.plan.cluster import ClusterSpec
-from vfleet.render.checks import check_addresses, check_names, check_plan_matches_cluster
-from vfleet.render.env import vfleet_env_names
+from vfleet.documents.plan import Plan
+from vfleet.documents.render import check_env
+from vfleet.render.env_file import vfleet_env_names
 from vfleet.render.modes import dp, mp, ray, single
 from vfleet.render.modes.base import MP_MULTINODE, LaunchMode, Replica, Run
+from vfleet.render.plan_checks import check_addresses, check_names, check_plan_matches_cluster
 from vfleet.render.ports import PortBook
 from vfleet.render.types import HostRender, Placement, Rendered, RenderOptions
-from vfleet.spec.plan import Plan
-from vfleet.spec.render import check_env
+from vfleet.topology.cluster import Cluster
 
 # Re-exported: callers build options and read results from here.
 __all__ = ["RenderOptions", "Rendered", "choose_mode", "render"]
@@ -85,7 +85,7 @@ def _endpoint(job: Replica, model: str) -> dict[str, Any]:
     }
 
 
-def render(plan: Plan, cluster: ClusterSpec, opts: RenderOptions, flags: FlagSet) -> Rendered:
+def render(plan: Plan, cluster: Cluster, opts: RenderOptions, flags: FlagSet) -> Rendered:
     check_plan_matches_cluster(plan, cluster)
     check_names(plan, cluster)
     check_env(opts.extra_env, vfleet_env_names())

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 # The render's types only: the engine render never imports this module, and
-# vfleet.render.files composes the two.
+# vfleet.render.file_set composes the two.
 from vfleet.render.types import EngineOnHost, Rendered, RenderOptions
 
 FORMAT = 1

@@ -9,16 +9,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from vfleet.catalog.flags import FlagSet
+from vfleet.catalog.flag_registry import FlagSet
+from vfleet.documents.plan import Plan
 from vfleet.errors import UserError
 from vfleet.inputs.files import Document
 from vfleet.inputs.validate import describe
-from vfleet.plan.cluster import ClusterSpec
 from vfleet.render.engines import render
-from vfleet.render.files import render_files
+from vfleet.render.file_set import render_files
 from vfleet.render.types import Rendered, RenderOptions
 from vfleet.render.write import check_out, write_render
-from vfleet.spec.plan import Plan
+from vfleet.topology.cluster import Cluster
 
 
 def engines_per_host(plan: Plan) -> int:
@@ -33,7 +33,7 @@ def engines_per_host(plan: Plan) -> int:
 def render_options(plan: Plan, given: Mapping[str, Any], source: str) -> RenderOptions:
     """`given` holds the values set, by their `vfleet render` flag names; the others take
     the model's defaults (the model path and name from the plan). Each is checked for the
-    file it lands in (vfleet.spec.render) and the first problem is one line naming `source`."""
+    file it lands in (vfleet.documents.render) and the first problem is one line naming `source`."""
     values = {**RenderOptions.plan_defaults(plan.model), **given}
     context = {"engines_per_host": engines_per_host(plan)}
     try:
@@ -43,7 +43,7 @@ def render_options(plan: Plan, given: Mapping[str, Any], source: str) -> RenderO
 
 
 def render_into(
-    out: Path, plan: Plan, cluster: ClusterSpec, opts: RenderOptions, flags: FlagSet
+    out: Path, plan: Plan, cluster: Cluster, opts: RenderOptions, flags: FlagSet
 ) -> Rendered:
     """Render every host's files and swap them into `out` whole (nothing half-written)."""
     check_out(out)

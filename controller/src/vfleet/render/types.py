@@ -1,4 +1,4 @@
-"""The render's data: its options (vfleet.spec.render) and the typed engines it places on
+"""The render's data: its options (vfleet.documents.render) and the typed engines it places on
 each host.
 
 A module of its own so that everything downstream of a render (the file writer, the
@@ -12,8 +12,8 @@ from typing import Any
 
 # The plan's ranks and the render's options live with their checks; downstream code reads
 # them from here.
-from vfleet.spec.plan import Rank
-from vfleet.spec.render import RayPorts, RenderOptions
+from vfleet.documents.plan import Rank
+from vfleet.documents.render import RayPorts, RenderOptions
 
 __all__ = [
     "EngineOnHost",

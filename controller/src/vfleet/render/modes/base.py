@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vfleet.catalog.flags import FlagSet
-from vfleet.plan.cluster import ClusterSpec, Node
-from vfleet.render.env import ALL2ALL_ENV, engine_env
-from vfleet.render.flags import FlagCollector, common_flags
+from vfleet.catalog.flag_registry import FlagSet
+from vfleet.documents.plan import Plan
+from vfleet.documents.render import check_extra_args
+from vfleet.render.env_file import ALL2ALL_ENV, engine_env
 from vfleet.render.ports import PortBook
 from vfleet.render.types import EngineOnHost, Placement, RenderOptions
-from vfleet.spec.plan import Plan
-from vfleet.spec.render import check_extra_args
+from vfleet.render.vllm_args import FlagCollector, common_flags
+from vfleet.topology.cluster import Cluster, Node
 
 MP_MULTINODE = (0, 11, 1)  # first release whose mp backend spans hosts
 ALL2ALL_FLAG = (0, 11, 1)  # first release with --all2all-backend (before: an env var)
@@ -29,7 +29,7 @@ class Run:
     """What every replica of one render shares."""
 
     plan: Plan
-    cluster: ClusterSpec
+    cluster: Cluster
     opts: RenderOptions
     flags: FlagSet
     nodes: dict[str, Node]

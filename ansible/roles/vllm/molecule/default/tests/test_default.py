@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from vfleet.deploy.pins import pins
+from vfleet.environment.pins import pins
 
 VENV = "/opt/vfleet/vllm"
 # The versions the scenario installs: pins.env at the bundle root.

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from vfleet.deploy.pins import pins
+from vfleet.environment.pins import pins
 
 ENGINE = "engine-0"
 UNIT = f"vfleet-vllm-{ENGINE}.service"

@@ -1,0 +1,2 @@
+"""Terraform from vfleet: the embedded CLI (the `terraform` console script) and the command
+lines the rollout runs."""
