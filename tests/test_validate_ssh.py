@@ -375,6 +375,25 @@ def test_the_allow_flag_turns_each_refusal_into_one_warning_per_host(tmp_path):
     ]
 
 
+def test_allowed_options_are_announced_by_validate_and_deploy_only(tmp_path, capsys):
+    """Commands that only read the environment (plan-env, doctor, calibrate) stay quiet;
+    validate and the deploy say it once, before anything connects."""
+    from vfleet.environment.context import load_context
+
+    root = _bundle(tmp_path)
+    _edit(_group_vars(root), lambda d: d.update(ansible_ssh_common_args="-o ProxyCommand=nc %h %p"))
+    _edit(_group_vars(root), lambda d: d.update(vfleet_allow_ssh_commands=True))
+    environ = {"ANSIBLE_VAULT_PASSWORD_FILE": "", "ANSIBLE_CONFIG": ""}
+    with pytest.MonkeyPatch.context() as patch:
+        for name in environ:
+            patch.delenv(name, raising=False)
+        load_context("prod", root)
+        assert capsys.readouterr().err == ""
+        load_context("prod", root, announce=True)
+        said = capsys.readouterr().err.splitlines()
+    assert len(said) == 2 and all("allowed by" in line for line in said), said
+
+
 def test_the_allow_flag_warns_of_values_it_cannot_see_and_of_ansible_cfg(tmp_path):
     root = _bundle(tmp_path, hosts=False)
     _edit(_group_vars(root), lambda d: d.update(vfleet_allow_ssh_commands=True))

@@ -33,7 +33,7 @@ def scan_keys(bed: dict, known_hosts: Path) -> str:
     namespace (the only one that reaches the hosts, as a site's controller reaches its
     nodes); what it printed for the operator."""
     code = (
-        "import json, sys; from pathlib import Path; from vfleet.deploy import known_hosts; "
+        "import json, sys; from pathlib import Path; from vfleet.environment import known_hosts; "
         "from vfleet.environment.inventory import Host; "
         "hosts = [Host(h['name'], h['address'], 22, 'test', frozenset({'gpu_hosts'})) "
         "for h in json.loads(sys.argv[1])]; "

@@ -1,5 +1,5 @@
 """vfleet's record of a playbook run: each host's outcome, read by the controller
-(vfleet.deploy.pipeline.host_failures) to tell the operator which host failed and why, whatever
+(vfleet.environment.commands.host_failures) to tell the operator which host failed and why, whatever
 the stdout callback prints."""
 
 from __future__ import annotations

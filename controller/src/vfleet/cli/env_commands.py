@@ -63,6 +63,7 @@ def cmd_validate(namespace: argparse.Namespace) -> int:
     from vfleet.environment import envcheck
     from vfleet.environment.bundle import bundle_root
     from vfleet.environment.context import ENVS
+    from vfleet.environment.ssh_options import print_warnings
 
     args = from_namespace(ValidateFlags, namespace)
     if args.env not in ENVS:
@@ -73,6 +74,7 @@ def cmd_validate(namespace: argparse.Namespace) -> int:
     checked = envcheck.check_environment(
         args.env, inventory, root / "ansible" / "roles", [provisioned], False
     )
+    print_warnings(checked.warnings)
     gpu_hosts = [h for h in checked.hosts if "gpu_hosts" in h.groups]
     values = checked.group_vars
     print(f"{inventory}: valid")

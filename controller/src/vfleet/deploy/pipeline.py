@@ -280,7 +280,8 @@ def deploy(
     allow_degraded: bool = False,
 ) -> int:
     command = "probe" if probe_only else "plan-env" if plan_only else "deploy"
-    return run_journey(Run(load_context(env, root), command, allow_partial, allow_degraded))
+    ctx = load_context(env, root, announce=command == "deploy")
+    return run_journey(Run(ctx, command, allow_partial, allow_degraded))
 
 
 def destroy(env: str, root: Path | str | None = None, purge: bool = False) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 from vfleet.environment import envcheck, known_hosts
 from vfleet.environment.bundle import bundle_root
 from vfleet.environment.inventory import Host
+from vfleet.environment.ssh_options import print_warnings
 from vfleet.errors import UserError
 
 ENVS = ("local", "staging", "prod")
@@ -51,7 +52,9 @@ class Context:
             return str(path)
 
 
-def load_context(env: str, root: Path | str | None = None) -> Context:
+def load_context(env: str, root: Path | str | None = None, announce: bool = False) -> Context:
+    """The checked environment. `announce`: print the SSH options that
+    vfleet_allow_ssh_commands allowed (the deploy does, once, before it connects)."""
     if env not in ENVS:
         raise UserError(f"ENV={env} is not one of {', '.join(ENVS)}: e.g. make deploy ENV=prod")
     ctx = Context(env, bundle_root(root))
@@ -59,6 +62,8 @@ def load_context(env: str, root: Path | str | None = None) -> Context:
         env, ctx.inventory, ctx.root / "ansible" / "roles", [ctx.artifacts / "hosts.yml"], False
     )
     ctx.group_vars = checked.group_vars
+    if announce:
+        print_warnings(checked.warnings)
     ctx.api_key_file = api_key_file(ctx)
     return ctx
 

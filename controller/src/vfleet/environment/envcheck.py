@@ -57,7 +57,8 @@ class Environment:
     hosts: list[Host]
     vaulted: bool
     warnings: list[str] = field(default_factory=list)
-    """lines already printed: SSH options allowed by vfleet_allow_ssh_commands"""
+    """SSH options allowed by vfleet_allow_ssh_commands, for the commands that announce
+    them (validate, and deploy before it connects); the others stay quiet."""
 
 
 # ---- group_vars ---------------------------------------------------------------------------
@@ -178,8 +179,9 @@ def check_inventories(
     docs: list[tuple[str, Any]], env: str, provisioned: bool, warnings: list[str] | None = None
 ) -> list[Host]:
     """Structure, groups, duplicates, GPU names and SSH options; `provisioned`: Terraform has
-    run (or the environment is static), so gpu_hosts must not be empty. Warnings go to
-    `warnings` when given (the caller prints them), else are printed once all passed."""
+    run (or the environment is static), so gpu_hosts must not be empty. SSH options that
+    vfleet_allow_ssh_commands allowed go to `warnings` when given; the caller decides
+    whether to print them."""
     static = docs[0][0] if docs else f"inventories/{env}/hosts.yml"
     inventory = ansible_inventory([source for source, _ in docs])
     missing = [g for g in ROLE_GROUPS if g not in inventory.groups]
@@ -221,9 +223,7 @@ def check_inventories(
             f"{static}: no hosts in gpu_hosts: list your GPU nodes there (static) or "
             f"provision them (make provision ENV={env})"
         )
-    if warnings is None:
-        ssh_options.print_warnings(found)
-    else:
+    if warnings is not None:
         warnings += found
     return hosts
 
@@ -391,7 +391,6 @@ def check_environment(
     warnings: list[str] = []
     hosts = check_inventories(docs, env, provisioned, warnings)
     warnings += check_ssh_config(env, root, values, origin, no_hosts=not hosts)
-    ssh_options.print_warnings(warnings)
     return Environment(env, inventory_dir, values, hosts, vaulted, warnings)
 
 
