@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Fetch the pure-Python sources of vLLM releases for the KV-planner oracle (tests/kv_oracle).
+# Fetch the pure-Python sources of vLLM releases for the KV-planner oracle (tests/kv_oracle)
+# and the KV-transfer config check (tests/engine/test_kv_transfer_releases.py).
 # Usage: scripts/fetch-vllm-sources.sh [VERSION ...]
-# Each release lands in $VFLEET_CACHE/vllm-src/<version>/vllm/ (only vllm/**/*.py, 27-57 MB);
+# Each release lands in $VFLEET_CACHE/vllm-src/<version>/vllm/ (only vllm/**/*.py, 16-70 MB);
 # the ~270 MB wheel is deleted at once. A marker written last tells a finished release from a
 # half-done one, which is extracted again. Needs only .venv (make setup) and network access.
 set -euo pipefail
@@ -9,7 +10,10 @@ set -euo pipefail
 VFLEET_CACHE="${VFLEET_CACHE:-/var/cache/vfleet}"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$REPO_ROOT/.venv"
-DEFAULT_VERSIONS=(0.20.0 0.20.2 0.23.0 0.26.0 0.27.0 0.33.0)
+# The KV oracle's releases (tests/kv_oracle/oracle.py) and the KV-transfer config's release
+# boundaries (tests/engine/test_kv_transfer_releases.py).
+DEFAULT_VERSIONS=(0.9.2 0.10.1.1 0.11.0 0.12.0 0.17.1 0.20.0 0.20.2 0.22.0 0.23.0 0.26.0 0.27.0
+  0.31.0 0.33.0)
 VERSIONS=("$@")
 [[ ${#VERSIONS[@]} -gt 0 ]] || VERSIONS=("${DEFAULT_VERSIONS[@]}")
 
@@ -31,11 +35,14 @@ fetch() {
   # One release: download its wheel into a temp folder, keep vllm/**/*.py, mark it done.
   local version=$1 target="$DEST/$1" start=$SECONDS tmp wheel count
   tmp="$(mktemp -d "$DEST/.fetch-$version.XXXXXX")"
-  # 0.20.x ship manylinux_2_35 wheels, later releases 2_28. The wheel is read once, so pip's
-  # cache would only hold 270 MB more.
+  # Wheel platforms by release: manylinux1 up to 0.11.x, manylinux_2_31 for 0.12-0.19,
+  # manylinux_2_35 for 0.20.x, manylinux_2_28 from 0.22 (pip does not widen an explicit
+  # --platform to older tags, so each is named). The wheel is read once, so pip's cache
+  # would only hold 270 MB more.
   if ! "$VENV/bin/pip" download -q --progress-bar off --no-cache-dir --no-deps \
     --only-binary :all: --python-version 3.12 \
     --platform manylinux_2_35_x86_64 --platform manylinux_2_28_x86_64 \
+    --platform manylinux_2_31_x86_64 --platform manylinux1_x86_64 \
     "vllm==$version" -d "$tmp" >"$tmp/pip.log" 2>&1; then
     cat "$tmp/pip.log" >&2
     rm -rf "$tmp"

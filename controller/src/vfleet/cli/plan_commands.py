@@ -48,7 +48,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from vfleet.perf.fit import default_fit
     from vfleet.plan.make import PlanRequest, make_plan
     from vfleet.plan.search import parse_layout
-    from vfleet.present.plan_table import table
+    from vfleet.present.plan_table import modes_table, table
 
     result = make_plan(
         PlanRequest(
@@ -61,6 +61,7 @@ def run_plan(args: argparse.Namespace) -> int:
             kv_cache_dtype=a.kv_cache_dtype,
             speculative=speculative,
             layout=parse_layout(a.layout) if a.layout is not None else None,
+            mode=a.mode,
         )
     )
     if a.out:
@@ -69,6 +70,8 @@ def run_plan(args: argparse.Namespace) -> int:
         print(json.dumps(result.plan.document(), indent=2))
     else:
         print(table(cluster, result.inputs.workload, result.ranked, spec.name))
+        if result.plan.disaggregation is not None:
+            print(modes_table(result.plan.disaggregation))
     return 0
 
 

@@ -18,17 +18,18 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from vfleet.budget.params import Layout
+from vfleet.documents.placement import MAX_PARALLEL, PlanHost
+from vfleet.documents.pools import Disaggregation, check_pools
 from vfleet.errors import UserError
 from vfleet.inputs.files import load_json
 from vfleet.inputs.strict import StrictModel
 from vfleet.inputs.validate import validate
-from vfleet.inputs.values import Address, Label
+from vfleet.inputs.values import Label
 
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's --block-size choices (CPU build: 128)
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")
 SPECULATIVE_METHODS = ("mtp", "eagle", "eagle3", "ngram")
 _VERSION = re.compile(r"[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}(?:[.+-][0-9A-Za-z.+-]{0,40})?")
-MAX_PARALLEL = 1024
 MAX_HOSTS = 4096
 # What the planner writes for the model (a Hugging Face id or a folder), the GPU (a catalog
 # name) and the model type: anything else in those fields is a hand edit, refused rather
@@ -70,40 +71,12 @@ Count = Annotated[int, Field(ge=0)]
 Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 # A workload's milliseconds stay what they were given: 2000 from a preset, 2000.0 from a file.
 Millis = Annotated[int, Field(gt=0)] | Annotated[float, Field(gt=0, allow_inf_nan=False)]
-RankIndex = Annotated[int, Field(ge=0, lt=MAX_PARALLEL)]
 Version = Annotated[
     str, AfterValidator(check_version), Field(json_schema_extra={"pattern": _VERSION.pattern})
 ]
 BlockSize = Annotated[
     int, AfterValidator(_block_size), Field(json_schema_extra={"enum": list(BLOCK_SIZES)})
 ]
-
-
-class Rank(StrictModel):
-    """One GPU of a host and the engine ranks it runs."""
-
-    gpu: Annotated[int, Field(ge=0, le=1023)]
-    """the GPU index on the host (e.g. 0)"""
-    tp_rank: RankIndex
-    """the tensor-parallel rank, from 0 (e.g. 0)"""
-    pp_rank: RankIndex
-    """the pipeline-parallel rank, from 0 (e.g. 0)"""
-    dp_rank: RankIndex
-    """the data-parallel rank, from 0 (e.g. 0)"""
-
-
-class PlanHost(StrictModel):
-    """One host of the plan and the engines its GPUs serve."""
-
-    host: Label
-    """the host name as in the cluster spec (e.g. gpu-node-01)"""
-    address: Address | None = None
-    """the host's address (e.g. 10.0.0.11)"""
-    engines: Annotated[
-        dict[Label, Annotated[list[Rank], Field(min_length=1, max_length=MAX_PARALLEL)]],
-        Field(min_length=1, max_length=MAX_PARALLEL),
-    ]
-    """engine id -> the ranks on this host's GPUs (e.g. {"0": [{"gpu": 0, ...}]})"""
 
 
 class DegradedLink(StrictModel):
@@ -298,6 +271,9 @@ class Plan(StrictModel):
     """the hosts with a degraded link and whether engines that span nodes use them"""
     overrides: Loose | None = None
     """the group_vars values the plan was made around (vfleet_plan_overrides)"""
+    disaggregation: Disaggregation | None = None
+    """aggregated against prefill/decode pools: both estimates, and the prefill pool when
+    the plan is disaggregated (its top level is then the decode pool)"""
 
     def document(self) -> dict[str, Any]:
         """The plan as `vfleet plan --out` writes it: the fields it was made or read with (a
@@ -327,6 +303,9 @@ class Plan(StrictModel):
                 f"replicas is {self.replicas} but the hosts run {len(engines)} engine(s): "
                 "re-run `vfleet plan --out`"
             )
+        if self.disaggregation is not None:
+            sizes = (layout.tp, layout.pp, layout.dp)
+            check_pools(self.disaggregation, sizes, self.hosts)
         return self
 
     @field_validator("max_num_batched_tokens")
@@ -391,6 +370,7 @@ DOCUMENT_ORDER = (
     *("enable_chunked_prefill", "kv_cache_dtype", "block_size", "kv_tokens_per_engine"),
     *("weights_gib_per_gpu", "meets_slo", "predicted", "speculative", "alternatives"),
     *("rejected", "hosts", "reason", "idle_gpus", "degraded_links", "overrides"),
+    "disaggregation",
 )
 
 

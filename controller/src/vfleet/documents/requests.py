@@ -149,6 +149,9 @@ class PlanFlags(SpeculativeOptions):
     """override the planner's choice (auto|fp8)"""
     layout: str | None = None
     """evaluate only this layout, e.g. 'TP8 PP2 EP'"""
+    mode: Literal["auto", "aggregated", "disaggregated"] | None = None
+    """serve from one pool, from prefill and decode pools, or compare (default: auto from
+    vLLM 0.9.2, aggregated before it or with --layout)"""
     allow_partial_facts: bool = False
     """plan even if a host's probe failed or measured nothing"""
     calibration: FilePath | None = None

@@ -127,7 +127,9 @@ def describe(exc: ValidationError, model: type[BaseModel], doc: Document) -> str
         advice = f"did you mean {guess[0]!r}?" if guess else f"known keys: {', '.join(known)}"
         return f"{where}: {_dotted(path)}: unknown key: {advice}"
     message = "is missing" if kind == "missing" else error["msg"].removeprefix("Value error, ")
-    if kind != "missing":
+    # A rule about a whole mapping (a model validator) says what is wrong in its message;
+    # "got a mapping" after it says nothing more.
+    if kind != "missing" and not isinstance(error.get("input"), dict):
         message += f", got {_shown(error.get('input'))}"
     hint = _description(model, path)
     return f"{where}: {_dotted(path)}: {message}" + (f"; expected {hint}" if hint else "")

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+from vfleet.documents.placement import PlanHost, Rank
 from vfleet.documents.plan import (
     Alternative,
     DegradedLink,
     KvCacheDtype,
     Plan,
-    PlanHost,
     PlanWorkload,
     Predicted,
-    Rank,
     RejectedLayout,
     Speculative,
 )

@@ -13,6 +13,8 @@ from vfleet.documents.plan import Speculative as PlanSpeculative
 from vfleet.perf.fit import Fit, default_fit
 from vfleet.plan import document
 from vfleet.plan.candidate import Candidate
+from vfleet.plan.disaggregation import Decision, Mode, decide, default_mode
+from vfleet.plan.pool_document import disaggregated_plan, section
 from vfleet.plan.search import Evaluated, Pinned, PlanInputs, plan
 from vfleet.plan.workload import Workload
 from vfleet.topology.cluster import Cluster
@@ -32,6 +34,9 @@ class PlanRequest:
     pinned: Pinned = field(default_factory=Pinned)
     fit: Fit = field(default_factory=default_fit)
     """the estimator's parameters: the bundled fit, or a cluster's calibration over it"""
+    mode: Mode | None = None
+    """aggregated, disaggregated or auto (None: auto from the first release with a P/D
+    connector, aggregated before it and when one layout is asked for)"""
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,8 @@ class PlanResult:
     """every layout, best first; the rejected ones last, each with its reason"""
     plan: Plan
     """the plan `vfleet render` reads (`plan.document()` is its JSON)"""
+    decision: Decision | None = None
+    """aggregated or disaggregated, and the split compared (None: nothing fits)"""
 
     @property
     def winner(self) -> Evaluated:
@@ -77,7 +84,13 @@ def make_plan(req: PlanRequest) -> PlanResult:
         if req.pinned.enable_chunked_prefill is not None:
             update["enable_chunked_prefill"] = req.pinned.enable_chunked_prefill
         made = made.model_copy(update=update)
-    return PlanResult(inputs, ranked, made)
+    mode = req.mode or ("aggregated" if req.layout else default_mode(req.traits.version))
+    decision = decide(inputs, ranked, mode) if not ranked[0].rejected else None
+    if decision is not None and decision.chosen == "disaggregated":
+        made = disaggregated_plan(made, decision, req.cluster)
+    elif decision is not None and (decision.split is not None or req.mode):
+        made = made.model_copy(update={"disaggregation": section(decision)})
+    return PlanResult(inputs, ranked, made, decision)
 
 
 def _speculative(chosen: Speculative | None) -> PlanSpeculative | None:

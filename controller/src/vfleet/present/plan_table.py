@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from vfleet.documents.pools import Disaggregation
 from vfleet.plan.document import ALTERNATIVES, idle_note, winner_reason
 from vfleet.plan.search import Evaluated
 from vfleet.plan.workload import Workload
@@ -102,4 +103,38 @@ def table(
             f"draft adds {sp['draft_weights_gib']:.2f} GiB per GPU and {sp['draft_kv_layers']} "
             "KV layer(s) on the last stage (counted above); the cost model does not price it"
         )
+    return "\n".join(lines)
+
+
+def modes_table(pools: Disaggregation) -> str:
+    """Aggregated against prefill/decode pools: both estimates, the pools, the decision."""
+    lines = [
+        "",
+        "  Aggregated or disaggregated (prefill and decode pools, KV over NixlConnector):",
+        f"    {'mode':<14} {'layout':<34} {'GPUs':>4} {'tok/s':>9} {'p10-p90':>15} "
+        f"{'TPOT':>6} {'TTFT':>7}  SLO",
+    ]
+    for row in pools.compared:
+        band = f"{row.tokens_per_s_p10:,.0f}-{row.tokens_per_s_p90:,.0f}"
+        lines.append(
+            f"    {row.mode:<14} {row.layout:<34} {row.gpus:>4} {row.tokens_per_s:>9,.0f} "
+            f"{band:>15} {row.tpot_ms:>6.1f} {row.ttft_ms:>7.0f}  "
+            f"{'yes' if row.meets_slo else 'no'}"
+        )
+    for role, pool in (("prefill", pools.prefill), ("decode", pools.decode)):
+        if pool is not None:
+            rate = "prompt" if role == "prefill" else "output"
+            lines.append(
+                f"    {role} pool: {pool.engines} x {pool.layout}, --max-num-seqs "
+                f"{pool.max_num_seqs} --max-num-batched-tokens {pool.max_num_batched_tokens}, "
+                f"{pool.tokens_per_s_per_engine:,.0f} {rate} tok/s per engine"
+            )
+    t = pools.transfer
+    if t is not None:
+        how = "RDMA" if t.rdma else "TCP, no RDMA"
+        lines.append(
+            f"    KV transfer: {t.bytes_per_request / 2**20:,.1f} MiB per mean prompt over "
+            f"{t.link} ({how}), {t.ms_per_request:,.0f} ms with the decode handover"
+        )
+    lines.append(f"  Mode: {pools.chosen} ({pools.requested} asked): {pools.reason}")
     return "\n".join(lines)

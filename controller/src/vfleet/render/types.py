@@ -12,7 +12,7 @@ from typing import Any
 
 # The plan's ranks and the render's options live with their checks; downstream code reads
 # them from here.
-from vfleet.documents.plan import Rank
+from vfleet.documents.placement import Rank
 from vfleet.documents.render import RayPorts, RenderOptions
 
 __all__ = [
