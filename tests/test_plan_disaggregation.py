@@ -53,7 +53,7 @@ def _plan(
     [
         ("0.9.2", {"kv_connector", "kv_role"}),
         ("0.12.0", {"kv_connector", "kv_role"}),
-        ("0.17.1", {"kv_connector", "kv_role", "kv_load_failure_policy"}),
+        ("0.13.0", {"kv_connector", "kv_role", "kv_load_failure_policy"}),
         (
             "0.22.0",
             {"kv_connector", "kv_role", "kv_load_failure_policy", "kv_connector_extra_config"},

@@ -7,7 +7,7 @@ both as `KVTransferConfig(**json.loads(...))` and as the CLI parses `--kv-transf
 (`TypeAdapter(KVTransferConfig).validate_json`). Every rendered field must be one the
 release has and keeps. The same process shows that the release refuses or lacks what vfleet
 leaves out, so the check can fail: `kv_rank` from 0.32, an unknown key wherever the release
-forbids extra fields, `kv_load_failure_policy` before 0.17.
+forbids extra fields, `kv_load_failure_policy` before 0.13.
 
 Releases other than the installed CPU build come from their wheels' Python sources
 (`make oracle-sources`, scripts/fetch-vllm-sources.sh), as for the KV oracle.
@@ -36,14 +36,14 @@ RUNNER = Path(__file__).resolve().parent / "kv_transfer_runner.py"
 ROLES: tuple[Role, ...] = ("prefill", "decode")
 
 # Each side of every boundary vfleet's renderer draws (kv_role required with a connector:
-# 0.9.2; the monolithic config.py up to 0.10; kv_load_failure_policy: 0.17; extra="forbid";
+# 0.9.2; the monolithic config.py up to 0.10; kv_load_failure_policy: 0.13; extra="forbid";
 # the lease in the extra config: 0.22; the V0 fields gone: 0.32). 0.32.0 is the installed
 # CPU build, the others come from scripts/fetch-vllm-sources.sh.
 RELEASES = (
     "0.9.2",
     "0.10.1.1",
     "0.11.0",
-    "0.12.0",
+    "0.13.0",
     "0.17.1",
     "0.20.0",
     "0.22.0",
@@ -52,11 +52,11 @@ RELEASES = (
     "0.32.0",
     "0.33.0",
 )
-# Facts read from the releases, independent of vfleet's catalog. Unknown keys: 0.12.0's
+# Facts read from the releases, independent of vfleet's catalog. Unknown keys: 0.13.0's
 # pydantic dataclass drops them, 0.17.1's `config` decorator sets extra="forbid" (the
 # releases in between are not fetched).
 FORBIDS_UNKNOWN_FROM = (0, 17)
-LOAD_FAILURE_POLICY_FROM = (0, 17)
+LOAD_FAILURE_POLICY_FROM = (0, 13)  # absent in 0.12.0, present in 0.13.0
 NO_KV_RANK_FROM = (0, 32)
 
 NIXL_REGISTERED = re.compile(r"register_connector\(\s*[\"']NixlConnector[\"']")

@@ -12,7 +12,7 @@ CONNECTOR = "NixlConnector"
 FIRST_NIXL = (0, 9, 2)  # the first release checked with NixlConnector registered
 ABORT_TIMEOUT_FROM = (0, 10, 1)  # VLLM_NIXL_ABORT_REQUEST_TIMEOUT exists (gone by 0.26)
 PORT_PER_DP_RANK_FROM = (0, 12, 0)  # side-channel ports: base + dp_rank (tp x dp before)
-LOAD_FAILURE_POLICY_FROM = (0, 17, 0)  # KVTransferConfig.kv_load_failure_policy
+LOAD_FAILURE_POLICY_FROM = (0, 13, 0)  # KVTransferConfig.kv_load_failure_policy (not in 0.12)
 LEASE_FROM = (0, 22, 0)  # kv_connector_extra_config.kv_lease_duration replaces the timeout
 
 

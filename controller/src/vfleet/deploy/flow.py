@@ -20,6 +20,7 @@ from vfleet.errors import UserError
 from vfleet.feedback import calibrate_env, ledger
 from vfleet.health.probed import Probed
 from vfleet.inputs.files import read_text
+from vfleet.plan.disaggregation import Mode
 from vfleet.plan.make import PlanRequest, PlanResult, make_plan
 from vfleet.plan.search import Pinned
 from vfleet.plan.workload import load_workload
@@ -41,6 +42,12 @@ STAND_IN = (
 )
 
 
+# The rollout launches one pool of engines; prefill/decode pools are planned and rendered by
+# `vfleet plan --mode` and `vfleet render`, and deployed once the router role and the
+# pool-ordered launch land (docs/pd-disaggregation.md says what is there today).
+DEPLOY_MODE: Mode = "aggregated"
+
+
 def plan(ctx: Context, cluster: Cluster) -> PlanResult:
     """Plan for the environment's model and workload; write artifacts/<env>/plan.json."""
     start = time.monotonic()
@@ -57,6 +64,7 @@ def plan(ctx: Context, cluster: Cluster) -> PlanResult:
             traits=traits(ctx.var("vfleet_vllm_version") or cluster.vllm_version),
             kv_cache_dtype=ctx.var("vfleet_kv_cache_dtype"),
             pinned=Pinned(**(ctx.var("vfleet_plan_overrides") or {})),
+            mode=DEPLOY_MODE,
         )
     )
     path = ctx.artifacts / "plan.json"
@@ -151,6 +159,7 @@ def write_report(
                 cluster=cluster,
                 workload=result.inputs.workload,
                 traits=result.inputs.traits,
+                mode=DEPLOY_MODE,
             )
         ).plan
     if result.plan.overrides:
@@ -216,6 +225,7 @@ def _sweep_and_calibration(
                 kv_cache_dtype=i.kv_cache_dtype,
                 pinned=i.pinned,
                 fit=default_fit(),
+                mode=DEPLOY_MODE,
             )
         ).plan
         sections.append(sweep_report.calibration_section(calibrated, bundled, result.plan))

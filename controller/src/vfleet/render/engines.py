@@ -29,7 +29,16 @@ from vfleet.catalog.flag_registry import FlagSet
 from vfleet.catalog.releases import parse_version
 from vfleet.documents.plan import Plan
 from vfleet.documents.render import check_env
+from vfleet.render.disaggregated import (
+    ROUTER_PORT_OFFSET,
+    SideChannelBook,
+    connect,
+    is_disaggregated,
+    prefill_plan,
+    router,
+)
 from vfleet.render.env_file import vfleet_env_names
+from vfleet.render.kv_transfer import Role
 from vfleet.render.modes import dp, mp, ray, single
 from vfleet.render.modes.base import MP_MULTINODE, LaunchMode, Replica, Run
 from vfleet.render.plan_checks import check_addresses, check_names, check_plan_matches_cluster
@@ -86,32 +95,51 @@ def _endpoint(job: Replica, model: str) -> dict[str, Any]:
 
 
 def render(plan: Plan, cluster: Cluster, opts: RenderOptions, flags: FlagSet) -> Rendered:
+    """Every engine of the plan; a disaggregated plan's prefill pool and router as well."""
     check_plan_matches_cluster(plan, cluster)
     check_names(plan, cluster)
     check_env(opts.extra_env, vfleet_env_names())
     nodes = {n.name: n for n in cluster.nodes}
-    hosts = {h.host: HostRender(h.host, nodes[h.host].address, []) for h in plan.hosts}
-    version = plan.vllm_version or flags.version
-    run = Run(
-        plan=plan,
-        cluster=cluster,
-        opts=opts,
-        flags=flags,
-        nodes=nodes,
-        version=version,
-        release=parse_version(version),
-        dp=plan.data_parallel_size,
-        ports=PortBook(hosts, opts),
-    )
+    pools: list[tuple[Plan, Role | None]] = [(plan, None)]
+    if is_disaggregated(plan):
+        prefill = prefill_plan(plan)
+        check_plan_matches_cluster(prefill, cluster)
+        check_names(prefill, cluster)
+        pools = [(prefill, "prefill"), (plan, "decode")]
+    names = [h.host for pool, _ in pools for h in pool.hosts]
+    hosts = {name: HostRender(name, nodes[name].address, []) for name in dict.fromkeys(names)}
+    ports = PortBook(hosts, opts)
+    channels = SideChannelBook()
     endpoints: list[dict[str, Any]] = []
     modes: dict[str, str] = {}
-    for replica, placement in _replica_layout(plan).items():
-        check_addresses(replica, placement, nodes)
-        mode = choose_mode(len(placement), run.dp, opts.backend, run.release)
-        modes[replica] = mode
-        job = Replica(run, replica, mode, placement, run.ports.api(placement[0][0]))
-        engines = MODES[mode](job)
-        for (host_name, _), engine in zip(placement, engines, strict=True):
-            hosts[host_name].engines.append(engine)
-        endpoints.append(_endpoint(job, opts.served_model_name))
-    return Rendered(list(hosts.values()), endpoints, modes)
+    for pool, role in pools:
+        version = pool.vllm_version or flags.version
+        run = Run(
+            plan=pool,
+            cluster=cluster,
+            opts=opts,
+            flags=flags,
+            nodes=nodes,
+            version=version,
+            release=parse_version(version),
+            dp=pool.data_parallel_size,
+            ports=ports,
+        )
+        for replica, placement in _replica_layout(pool).items():
+            check_addresses(replica, placement, nodes)
+            mode = choose_mode(len(placement), run.dp, opts.backend, run.release)
+            modes[replica] = mode
+            job = Replica(run, replica, mode, placement, run.ports.api(placement[0][0]))
+            engines = MODES[mode](job)
+            if role is not None:
+                connect(engines, placement, nodes, role, pool, flags, channels)
+            for (host_name, _), engine in zip(placement, engines, strict=True):
+                hosts[host_name].engines.append(engine)
+            endpoint = _endpoint(job, opts.served_model_name)
+            if role is not None:
+                endpoint["pool"] = role
+            endpoints.append(endpoint)
+    rendered = Rendered(list(hosts.values()), endpoints, modes)
+    if is_disaggregated(plan):
+        rendered.router = router(plan, nodes, endpoints, opts.port + ROUTER_PORT_OFFSET)
+    return rendered

@@ -13,7 +13,7 @@ from vfleet.catalog.flag_registry import FlagSet
 from vfleet.documents.plan import Plan
 from vfleet.render.firewall import exposure
 from vfleet.render.formats import environments
-from vfleet.render.types import EngineOnHost, HostRender, Rendered, RenderOptions
+from vfleet.render.types import EngineOnHost, HostRender, Rendered, RenderOptions, Router
 
 # Home directories that ProtectHome=yes would hide from the unit: when the service home, the
 # model, vLLM or the key file lives under one of them, the unit gets ProtectHome=read-only
@@ -86,6 +86,29 @@ def _engine_files(
     return files
 
 
+def _router_files(router: Router, opts: RenderOptions) -> dict[str, str]:
+    """The router's launch script and unit, on its host (vfleet.render.disaggregated)."""
+    envs = environments()
+    bin_dir = opts.vllm_bin.rsplit("/", 1)[0] if "/" in opts.vllm_bin else ""
+    ctx = {
+        "host": router.host,
+        "plan_name": opts.plan_name,
+        "router_bin": f"{bin_dir}/vllm-router" if bin_dir else "vllm-router",
+        "args": router.argv[1:],
+        "service_user": opts.service_user,
+        "install_dir": opts.install_dir,
+        **_hardening(opts),
+    }
+    base = f"{router.host}/router"
+    return {
+        f"{base}/router.sh": envs[".sh.j2"].get_template("router.sh.j2").render(ctx),
+        f"{base}/vfleet-router.service": envs[".service.j2"]
+        .get_template("router.service.j2")
+        .render(ctx),
+        f"{base}/command.json": json.dumps(router.argv, indent=2) + "\n",
+    }
+
+
 def render_files(
     rendered: Rendered, opts: RenderOptions, flags: FlagSet, plan: Plan
 ) -> dict[str, str]:
@@ -94,8 +117,15 @@ def render_files(
     for host in rendered.hosts:
         for engine in host.engines:
             files.update(_engine_files(rendered, host, engine, opts, flags))
-    files["endpoints.json"] = (
-        json.dumps({"model": plan.model, "endpoints": rendered.endpoints}, indent=2) + "\n"
-    )
+    front: dict[str, object] = {"model": plan.model, "endpoints": rendered.endpoints}
+    if rendered.router is not None:
+        files.update(_router_files(rendered.router, opts))
+        r = rendered.router
+        front["router"] = {
+            "host": r.host,
+            "url": f"http://{r.address}:{r.port}/v1",
+            "health": f"http://{r.address}:{r.port}/health",
+        }
+    files["endpoints.json"] = json.dumps(front, indent=2) + "\n"
     files["firewall.json"] = json.dumps(exposure(rendered, opts), indent=2) + "\n"
     return files

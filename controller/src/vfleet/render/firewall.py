@@ -24,7 +24,11 @@ What listens, per launch mode (vLLM 0.8 to 0.33):
   is opened to the engine's other hosts and to no one else. Over InfiniBand/RoCE, NCCL's data
   moves by RDMA and never meets netfilter; only its TCP bootstrap does.
 
-Engines on one host (mode single) need no intra-cluster port at all.
+Engines on one host (mode single) need no intra-cluster port at all, unless they belong to
+a prefill/decode pool: then the NIXL side channel (a ZMQ block from
+VLLM_NIXL_SIDE_CHANNEL_PORT) and the ephemeral range (UCX over TCP, and its bootstrap over
+RDMA) open to every host of both pools, and the router host reaches every pool engine's API;
+the router's own port is an API port for the client sources.
 """
 
 from __future__ import annotations
@@ -97,14 +101,26 @@ def exposure(rendered: Rendered, opts: RenderOptions) -> dict[str, Any]:
     ports with the peers that may reach them."""
     addresses = {h.name: h.address for h in rendered.hosts}
     spans = {e["engine"]: list(e["hosts"]) for e in rendered.endpoints}
+    pool_hosts = [h.name for h in rendered.hosts if any(e.pool for e in h.engines)]
     hosts: dict[str, Any] = {}
     for host in rendered.hosts:
         api: list[dict[str, Any]] = []
         cluster: list[dict[str, str]] = []
         peers: set[str] = set()
+        router = rendered.router
+        if router is not None and router.host == host.name:
+            api.append({"engine": "router", "port": router.port})
         for engine in host.engines:
             if engine.port is not None:
                 api.append({"engine": engine.id, "port": engine.port})
+            if engine.side_channel is not None:
+                first, count = engine.side_channel
+                ports = first if count == 1 else (first, first + count - 1)
+                cluster.append(_port(engine.id, ports, "NIXL side channel (P/D handshake)"))
+                cluster.append(_port(engine.id, EPHEMERAL, "NIXL transfers over UCX"))
+                peers.update(a for h in pool_hosts if h != host.name and (a := addresses[h]))
+                if router is not None and router.host != host.name:
+                    peers.add(router.address)
             others = [h for h in spans.get(engine.id, [host.name]) if h != host.name]
             if not others:
                 continue

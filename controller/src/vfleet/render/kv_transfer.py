@@ -3,13 +3,13 @@ its `--kv-transfer-config` JSON and the NIXL side channel's environment.
 
 vLLM's `KVTransferConfig` changed shape from release to release (docs/pd-disaggregation.md
 has the table, with sources): `kv_role` became required with a connector in 0.9.2;
-`kv_load_failure_policy` appeared in 0.17, where the config also refuses unknown keys (0.12
-still drops them silently); the NIXL abort timeout (an environment variable) became a lease
-in the connector's extra config in 0.22 and the variable was gone by 0.26; 0.32 removed the
-V0-era `kv_buffer_size`, `kv_rank`, `kv_parallel_size` and `kv_ip`. vfleet writes only the
-fields the target release has, and never the V0 ones. The side channel's default port moved
-from 5557 (which clashed with the KV-events port) to 5600 in 0.12, and the ports one engine
-takes from tp x dp to one per DP rank.
+`kv_load_failure_policy` appeared in 0.13 (0.12 lacks it); by 0.17 the config refuses
+unknown keys (0.13 still drops them silently); the NIXL abort timeout (an environment
+variable) became a lease in the connector's extra config in 0.22 and the variable was gone
+by 0.26; 0.32 removed the V0-era `kv_buffer_size`, `kv_rank`, `kv_parallel_size` and
+`kv_ip`. vfleet writes only the fields the target release has, and never the V0 ones. The
+side channel's default port moved from 5557 (which clashed with the KV-events port) to 5600
+in 0.12, and the ports one engine takes from tp x dp to one per DP rank.
 """
 
 from __future__ import annotations

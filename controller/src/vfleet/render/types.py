@@ -24,6 +24,7 @@ __all__ = [
     "RayPorts",
     "RenderOptions",
     "Rendered",
+    "Router",
 ]
 
 # A replica's hosts in order, each with the plan's ranks on it.
@@ -55,6 +56,9 @@ class EngineOnHost:
     # kept typed so that the firewall need not parse them back out of the flags.
     master_port: int | None = None
     dp_rpc_port: int | None = None
+    # A P/D pool engine's pool and NIXL side-channel block (first port, count).
+    pool: str | None = None
+    side_channel: tuple[int, int] | None = None
 
     def argv(self, opts: RenderOptions) -> list[str]:
         out = [opts.vllm_bin, "serve", opts.model_path]
@@ -71,8 +75,21 @@ class HostRender:
     files: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Router:
+    """The P/D router of a disaggregated plan (vfleet.render.disaggregated)."""
+
+    host: str
+    address: str
+    port: int
+    argv: list[str]
+    prefill_urls: list[str]
+    decode_urls: list[str]
+
+
 @dataclass
 class Rendered:
     hosts: list[HostRender]
     endpoints: list[dict[str, Any]]
     mode_by_replica: dict[str, str]
+    router: Router | None = None
