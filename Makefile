@@ -18,12 +18,12 @@ export VFLEET_CACHE VLLM_VENV
 TERRAFORM := $(VENV)/bin/terraform
 TF_ENV := TF_DATA_DIR=$(CURDIR)/artifacts/$(ENV)/.terraform $(TERRAFORM) -chdir=terraform/envs/$(ENV)
 
-.PHONY: help setup system-packages engine lint unit test test-engine test-testbed testbed-image molecule \
+.PHONY: help setup system-packages engine lint unit test test-engine test-testbed test-e2e testbed-image molecule \
 	test-terraform provision unprovision bench bench-aic validate restart known-hosts deploy destroy plan \
 	probe examples docs-tables clean
 
 help: ## Show the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: controller/pyproject.toml controller/devtools/pyproject.toml tools/testbed/pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -45,8 +45,11 @@ lint: setup ## ruff over the controller, tests, benchmarks, roles, tools/ and sc
 	cd controller && $(VENV)/bin/mypy
 	cd controller/devtools && $(VENV)/bin/mypy
 	cd ansible && $(VENV)/bin/ansible-lint
-	$(TERRAFORM) fmt -check -recursive terraform tests/terraform/stubs
+	$(TERRAFORM) fmt -check -recursive terraform tests/unit/terraform/stubs
 
+# The tiers are chosen by marker (pytest.ini), not by folder: tests/unit/ holds a few tests
+# marked `engine` or `testbed`, and tests/testbed/ and tests/e2e/ a few fast ones
+# (docs/testing.md, "Where tests live").
 unit: setup ## Fast tests that need neither the engine nor test hosts (on every core)
 	bash scripts/test-tiers.sh unit
 
@@ -56,8 +59,11 @@ system-packages: ## Install the system packages the test hosts and .venv need, i
 testbed-image: system-packages setup ## Build the cached test-host image once (/var/cache/vfleet/testbed, ~1.5 min)
 	$(VENV)/bin/testbed image
 
-test-testbed: testbed-image ## Test hosts: nspawn machines in network namespaces (root)
-	$(VENV)/bin/pytest -q -m testbed tests
+test-testbed: testbed-image ## Test hosts: nspawn machines in network namespaces (root); not the deploy scenarios
+	$(VENV)/bin/pytest -q -m "testbed and not engine" --ignore=tests/e2e tests
+
+test-e2e: testbed-image ## The deploy scenarios of tests/e2e: make deploy on local test hosts, faults, destroy (root)
+	$(VENV)/bin/pytest -q -m testbed tests/e2e
 
 molecule: testbed-image ## molecule test for every role with a scenario, on the testbed (root)
 	bash scripts/molecule-all.sh
@@ -80,7 +86,7 @@ test: system-packages ## Everything: lint, unit, engine, testbed, molecule (each
 	bash scripts/test-tiers.sh
 
 test-terraform: setup ## Terraform modules and envs: fmt, init/validate/test, static checks (offline)
-	$(VENV)/bin/pytest -q -m "not testbed" tests/terraform
+	$(VENV)/bin/pytest -q -m "not testbed" tests/unit/terraform
 
 provision: setup ## terraform apply for ENV (local: 2 test hosts, root); inventory in artifacts/$(ENV)/hosts.yml
 	$(TF_ENV) init -input=false
@@ -90,16 +96,15 @@ unprovision: setup ## terraform destroy for ENV
 	$(TF_ENV) destroy -auto-approve -input=false
 
 # The benchmarks only print. The KV oracle and the engine harness are test code shared with
-# tests/, so those two benchmarks take them from PYTHONPATH (-P: bench/kv_oracle.py itself
-# must not shadow the oracle package).
+# tests/ (tests/support), so those two benchmarks import them as `support.*` from PYTHONPATH.
 bench: setup engine oracle-sources ## Print the benchmark numbers (accuracy, oracle, speed)
 	$(VENV)/bin/python bench/kv_accuracy.py
-	PYTHONPATH=tests $(VENV)/bin/python -P bench/kv_oracle.py
+	PYTHONPATH=tests $(VENV)/bin/python bench/kv_oracle.py
 	$(VENV)/bin/python bench/budget_speed.py
 	$(VENV)/bin/python bench/plan_speed.py
 	$(VENV)/bin/python bench/plan_render_flow.py
 	$(VENV)/bin/python bench/perf_accuracy.py
-	PYTHONPATH=tests/engine $(VENV)/bin/python bench/kv_ceiling.py
+	PYTHONPATH=tests $(VENV)/bin/python bench/kv_ceiling.py
 	$(VENV)/bin/python bench/calibration_gain.py
 
 refit: setup ## Refit the estimator's bundled parameters and bands (writes vfleet's data/perf_fit.json, perf_bands.json; minutes)

@@ -9,10 +9,10 @@ level. Printed per size: vfleet's predicted ceiling (its budget's KV tokens over
 request grows to) next to the engine's (from the blocks it allocated), and per level the
 output tok/s, TPOT p99 and the preemptions the level added. `--plot` draws the curves.
 
-    PYTHONPATH=tests/engine python bench/kv_ceiling.py     # 2, 4 and 8 MiB; levels 4-128
-    PYTHONPATH=tests/engine python bench/kv_ceiling.py --kv-mib 4 --levels 8,32,64 --json
+    PYTHONPATH=tests python bench/kv_ceiling.py     # 2, 4 and 8 MiB; levels 4-128
+    PYTHONPATH=tests python bench/kv_ceiling.py --kv-mib 4 --levels 8,32,64 --json
 
-The engine harness (tests/engine/harness.py, shared with the engine tests) is test code, so
+The engine harness (tests/support/harness.py, shared with the engine tests) is test code, so
 it comes from PYTHONPATH, as `make bench` sets it, never from a path this script adds.
 """
 
@@ -29,8 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness import VllmServer, vllm_venv
-
+from support.harness import VllmServer, vllm_venv
 from vfleet.budget.compute import BudgetRequest, compute
 from vfleet.catalog.gpus import resolve_gpu
 from vfleet.catalog.models import load_model

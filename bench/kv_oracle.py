@@ -1,11 +1,11 @@
 """vfleet's KV budget against vLLM's own planner for each release: per-case tables and a summary.
 
-Usage: PYTHONPATH=tests python -P bench/kv_oracle.py [--json] [--release X ...]
-The oracle (tests/kv_oracle) runs each release's get_kv_cache_configs and capacity report on
-CPU; it needs `make engine oracle-sources`. Every number printed comes from that run. The
-oracle is test code shared with tests/test_kv_oracle.py, so it comes from PYTHONPATH, as
-`make bench` sets it, never from a path this script adds; `-P` keeps bench/ off the path, or
-`kv_oracle` would be this script instead of the oracle package.
+Usage: PYTHONPATH=tests python bench/kv_oracle.py [--json] [--release X ...]
+The oracle (tests/support/kv_oracle) runs each release's get_kv_cache_configs and capacity
+report on CPU; it needs `make engine oracle-sources`. Every number printed comes from that run.
+The oracle is test code shared with tests/engine/test_kv_oracle.py, so it comes from
+PYTHONPATH (as `support.kv_oracle`), as `make bench` sets it, never from a path this script
+adds.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from kv_oracle import matrix, oracle
+from support.kv_oracle import matrix, oracle
 
 
 def run(releases: tuple[str, ...]) -> tuple[list[dict], dict]:

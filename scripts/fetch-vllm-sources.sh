@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetch the pure-Python sources of vLLM releases for the KV-planner oracle (tests/kv_oracle)
+# Fetch the pure-Python sources of vLLM releases for the KV-planner oracle (tests/support/kv_oracle)
 # and the KV-transfer config check (tests/engine/test_kv_transfer_releases.py).
 # Usage: scripts/fetch-vllm-sources.sh [VERSION ...]
 # Each release lands in $VFLEET_CACHE/vllm-src/<version>/vllm/ (only vllm/**/*.py, 16-70 MB);

@@ -1,15 +1,19 @@
-"""Shared by every test folder: pytest puts this folder on sys.path, so `ci_gate` and the
-support packages next to it (kv_oracle) import from any test module.
+"""Shared by every test folder. pytest.ini puts this folder on sys.path (`pythonpath = tests`),
+so the helpers in tests/support import as `support.<module>` from any test module; the
+fixtures of support/fixtures.py are loaded here as a plugin.
 
-It also holds the time limit of a single test (tests/time_limit.py), so that a slow test is
-seen the day it is added instead of when CI runs out of time."""
+It also holds the time limit of a single test (tests/support/time_limit.py), so that a slow
+test is seen the day it is added instead of when CI runs out of time."""
 
 from __future__ import annotations
 
 from collections.abc import Generator
 
 import pytest
-import time_limit
+
+from support import time_limit
+
+pytest_plugins = ["support.fixtures"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

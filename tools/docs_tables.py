@@ -7,7 +7,7 @@ A role README's table comes from the role's `meta/argument_specs.yml` (entry poi
 and `defaults/main.yml`; a Terraform module README's from the `variables.tf` beside it;
 `terraform/README.md`'s local env section from `terraform/envs/local/variables.tf`. Each
 table sits between two marker comments, and everything outside them is left as written.
-`make docs-tables` runs the first form; tests/test_docs_tables.py runs the check.
+`make docs-tables` runs the first form; tests/unit/repository/test_docs_tables.py runs the check.
 """
 
 from __future__ import annotations

@@ -12,11 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import ci_gate
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+from support import ci_gate
+from support.paths import REPO
+
 ARTIFACTS = REPO / "artifacts" / "local"
 TESTBED = "local"  # terraform/envs/local's testbed_name
 RUN_DIR = Path(os.environ.get("VFLEET_TESTBED_RUN", "/run/vfleet-testbed")) / TESTBED

@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ci_gate import require
 
+from support.ci_gate import require
+from support.paths import REPO
 from vfleet.environment import commands
 from vfleet.environment.commands import UNREACHABLE_ADVICE, PhaseFailed, host_failures
 from vfleet.environment.context import Context
-
-REPO = Path(__file__).resolve().parents[2]
 
 LOCAL = {
     "ansible_connection": "local",

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import ci_gate
 import pytest
 
-HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parents[1]
-TOOLS = REPO_ROOT / "tools"  # make_tiny_models.py, shared with the deploy and molecule
-sys.path.insert(0, str(HERE))  # the harness sits next to the tests, outside any package
+from support import ci_gate, harness
+from support.paths import REPO as REPO_ROOT
 
-import harness  # noqa: E402
+TOOLS = REPO_ROOT / "tools"  # make_tiny_models.py, shared with the deploy and molecule
 
 # Filled by the engine fixtures, printed at the end of the run (start times, memory).
 ENGINE_REPORT: list[str] = []

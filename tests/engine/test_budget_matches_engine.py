@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import EngineNumbers, VllmServer
+
+from support.harness import EngineNumbers, VllmServer
+from support.paths import REPO
 
 pytestmark = pytest.mark.engine
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 KV_BYTES = 64 * 1024 * 1024  # per worker/rank; small so that start-up stays fast on 2 cores
 MAX_MODEL_LEN = 512
@@ -117,9 +118,7 @@ def budget(engine: EngineRun, tiny_models: Path, vfleet_cli: Path) -> dict[str, 
         VLLM_VERSION,
         "--json",
     ]
-    proc = subprocess.run(
-        cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False
-    )
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, f"{' '.join(cmd)} -> {proc.returncode}\n{proc.stderr}"
     try:
         result: dict[str, Any] = json.loads(proc.stdout)

@@ -9,17 +9,17 @@ import subprocess
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
-from harness import VllmServer
+
+from support.harness import VllmServer
+from support.paths import REPO
 
 # The conditions are driven by timing on a shared 2-core machine (a busy API server can
 # answer /metrics seconds late): a run that misses its window is repeated, up to twice; a
 # diagnosis that never appears still fails.
 pytestmark = [pytest.mark.engine, pytest.mark.flaky(reruns=2)]
 
-REPO = Path(__file__).resolve().parents[2]
 VFLEET = REPO / ".venv" / "bin" / "vfleet"
 
 

@@ -6,20 +6,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from harness import VllmServer, free_port
+
+from support.harness import VllmServer, free_port
+from support.paths import TESTS
+from support.render_cases import CASES, commands, render_case, run_vfleet
 
 pytestmark = pytest.mark.engine
 
-TESTS = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(TESTS))
-
-from render_cases import CASES, commands, render_case, run_vfleet  # noqa: E402
-
-PARSER = TESTS / "render" / "parse_with_vllm.py"
+PARSER = TESTS / "support" / "parse_with_vllm.py"
 
 
 def test_vllms_own_parser_accepts_every_rendered_command(vllm_venv: Path, tmp_path: Path):

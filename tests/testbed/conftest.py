@@ -7,12 +7,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import ci_gate
 import pytest
 
+from support import ci_gate
+from support.paths import REPO
 from vfleet_testbed import base
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -41,7 +40,7 @@ def _can_make_netns() -> str | None:
 
 @pytest.fixture(scope="session")
 def testbed_cli() -> Path:
-    cli = Path(shutil.which("testbed") or REPO_ROOT / ".venv" / "bin" / "testbed")
+    cli = Path(shutil.which("testbed") or REPO / ".venv" / "bin" / "testbed")
     require(cli.is_file(), f"{cli} missing; run `make setup`")
     why = _can_make_netns()
     require(why is None, f"cannot create network namespaces here ({why})")

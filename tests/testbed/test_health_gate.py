@@ -13,17 +13,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from booted import booted, ssh
-from test_deploy_flow import _context
 
+from support.booted import booted, ssh
+from support.bundles import deploy_context
+from support.paths import DATA, REPO
 from vfleet.deploy import flow
 from vfleet.health import probed as health_probed
 
 pytestmark = pytest.mark.testbed
 
-REPO = Path(__file__).resolve().parents[2]
 NAME = f"pytest-hg-{os.getpid()}"
-XID_LOG = REPO / "tests" / "data" / "health" / "kernel-xid.log"
+XID_LOG = DATA / "health" / "kernel-xid.log"
 STANDIN_KERNEL_LOG = "/var/log/nvidia-standin/kernel.log"
 PLAY = """
 - name: Probe the test hosts
@@ -80,7 +80,7 @@ def test_the_plan_leaves_out_the_host_with_an_xid_and_the_one_whose_link_is_slow
     facts = tmp_path / "facts"
     _probe(bed, facts, tmp_path / "probe.yml")
 
-    ctx = _context(tmp_path, {})
+    ctx = deploy_context(tmp_path, {})
     shutil.rmtree(ctx.artifacts / "facts")
     shutil.copytree(facts, ctx.artifacts / "facts")
     probed = health_probed.probed_cluster(ctx, "deploy", allow_partial=False)

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from booted import booted, scan_keys
+
+from support.booted import booted, scan_keys
+from support.paths import REPO
 
 pytestmark = pytest.mark.testbed
 
-REPO = Path(__file__).resolve().parents[2]
 NAME = f"pytest-kh-{os.getpid()}"
 
 

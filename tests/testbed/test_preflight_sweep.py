@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from booted import booted, scan_keys, ssh
 
+from support.booted import booted, scan_keys, ssh
 from vfleet.health import ssh_sweep
 
 pytestmark = pytest.mark.testbed

@@ -13,16 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import ci_gate
 import pytest
-from booted import ssh
 
+from support import ci_gate
+from support.booted import ssh
+from support.paths import REPO
 from vfleet_testbed import machines, network
 from vfleet_testbed.profiles import PROFILES, SHAPES
 
 pytestmark = pytest.mark.testbed
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 NAME = f"pytest-{os.getpid()}"
 NAME_ETH = f"pytest-eth-{os.getpid()}"
 
@@ -110,11 +110,11 @@ def test_hosts_reach_each_other_but_not_the_outside(bed: dict[str, Any]) -> None
 
 
 def test_inventory_works_with_ansible(bed: dict[str, Any]) -> None:
-    ansible = REPO_ROOT / ".venv" / "bin" / "ansible"
+    ansible = REPO / ".venv" / "bin" / "ansible"
     ci_gate.require(
         ansible.is_file(), "ansible-core not installed (pip install -e 'controller[ops]')"
     )
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO_ROOT / "ansible" / "ansible.cfg"))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible" / "ansible.cfg"))
     env["PATH"] = f"{ansible.parent}:{env['PATH']}"
     proc = subprocess.run(
         [str(ansible), "-i", bed["inventory"], "gpu_hosts", "-m", "ansible.builtin.ping"],

@@ -6,7 +6,7 @@
 # and authenticate the RDMA interfaces on boot. Nodes are keyed by name (for_each), so
 # shrinking node_count removes the highest-numbered nodes and leaves the others alone.
 #
-# The provider cannot be installed offline: tests/terraform checks this module statically
+# The provider cannot be installed offline: tests/unit/terraform checks this module statically
 # with python-hcl2 (variables described, typed, validated; outputs; provider pinned).
 
 locals {

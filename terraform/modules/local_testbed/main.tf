@@ -7,7 +7,7 @@
 
 locals {
   # What each profile replays (tools/testbed/src/vfleet_testbed/profiles.py): GPUs per host and
-  # the GPU's catalog name (`vfleet gpus`). tests/terraform checks this table against the
+  # the GPU's catalog name (`vfleet gpus`). tests/unit/terraform checks this table against the
   # controller's, so the two cannot drift apart unnoticed.
   profiles = {
     "h200-1gpu"      = { gpus = 1, gpu = "H200-SXM-141GB" }

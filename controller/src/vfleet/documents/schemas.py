@@ -6,7 +6,7 @@ changing a model, regenerate them:
 
     .venv/bin/python -m vfleet.documents.schemas
 
-tests/test_spec_schemas.py fails while a committed schema differs from its model.
+tests/unit/documents/test_spec_schemas.py fails while a committed schema differs from its model.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-# Plan-only: boots nothing and writes nothing. tests/terraform/test_terraform.py applies
+# Plan-only: boots nothing and writes nothing. tests/unit/terraform/test_terraform.py applies
 # this env for real (marker testbed) with its state and files in a temporary directory.
 
 run "defaults" {

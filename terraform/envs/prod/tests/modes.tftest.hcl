@@ -1,7 +1,7 @@
 # Both modes, with the OCI provider mocked: no credentials, nothing rented. The static mode
 # is applied for real (it creates only terraform_data and the inventory files, here in a
-# temporary directory). Offline, tests/terraform/test_terraform.py runs this file on a copy
-# of the env with the cloud module's stand-in (tests/terraform/stubs).
+# temporary directory). Offline, tests/unit/terraform/test_terraform.py runs this file on a copy
+# of the env with the cloud module's stand-in (tests/unit/terraform/stubs).
 
 mock_provider "oci" {}
 

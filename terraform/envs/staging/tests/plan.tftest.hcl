@@ -1,6 +1,6 @@
 # Plan-only, with the OCI provider mocked: no credentials, nothing rented. Offline,
-# tests/terraform/test_terraform.py runs this file on a copy of the env with the cloud
-# module's stand-in (tests/terraform/stubs).
+# tests/unit/terraform/test_terraform.py runs this file on a copy of the env with the cloud
+# module's stand-in (tests/unit/terraform/stubs).
 
 mock_provider "oci" {}
 

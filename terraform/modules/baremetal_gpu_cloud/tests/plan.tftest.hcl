@@ -1,6 +1,6 @@
 # Plan-only, with the OCI provider mocked: no credentials, nothing rented. Online, `terraform
-# init` still installs oracle/oci for its schema. Offline, tests/terraform/test_terraform.py
-# runs this file against a stand-in main.tf/outputs.tf/versions.tf (tests/terraform/stubs)
+# init` still installs oracle/oci for its schema. Offline, tests/unit/terraform/test_terraform.py
+# runs this file against a stand-in main.tf/outputs.tf/versions.tf (tests/unit/terraform/stubs)
 # with this module's real variables.tf, so assertions here stay on variables and outputs.
 
 mock_provider "oci" {}

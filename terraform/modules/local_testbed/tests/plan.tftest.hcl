@@ -1,4 +1,4 @@
-# Plan-only: no test host boots. tests/terraform/test_terraform.py applies the local env for
+# Plan-only: no test host boots. tests/unit/terraform/test_terraform.py applies the local env for
 # real (marker testbed).
 
 run "defaults_two_h100_hosts" {
