@@ -10,7 +10,7 @@ set -euo pipefail
 VFLEET_CACHE="${VFLEET_CACHE:-/var/cache/vfleet}"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$REPO_ROOT/.venv"
-# The KV oracle's releases (tests/kv_oracle/oracle.py) and the KV-transfer config's release
+# The KV oracle's releases (tests/support/kv_oracle/oracle.py) and the KV-transfer config's release
 # boundaries (tests/engine/test_kv_transfer_releases.py).
 DEFAULT_VERSIONS=(0.9.2 0.10.1.1 0.11.0 0.13.0 0.17.1 0.20.0 0.20.2 0.22.0 0.23.0 0.26.0 0.27.0
   0.31.0 0.33.0)

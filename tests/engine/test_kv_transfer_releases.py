@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import ci_gate
 import pytest
-from kv_oracle import oracle
 
+from support import ci_gate
+from support.kv_oracle import oracle
 from vfleet.render.kv_transfer import Role, kv_transfer_config, kv_transfer_json
 
 pytestmark = pytest.mark.engine

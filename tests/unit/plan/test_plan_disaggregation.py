@@ -4,11 +4,11 @@ per-release launch facts a disaggregated engine is rendered with."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from cli_run import vfleet
 
+from support.cli_run import vfleet
+from support.paths import REPO
 from vfleet.catalog.models import load_model
 from vfleet.catalog.releases import traits
 from vfleet.documents.plan import Plan, parse_plan
@@ -20,7 +20,6 @@ from vfleet.probe.load import load_cluster
 from vfleet.render import kv_transfer
 from vfleet.render.kv_transfer import SideChannel
 
-REPO = Path(__file__).resolve().parents[1]
 CLUSTERS = REPO / "examples" / "clusters"
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
 # Long prompts and a tight TPOT: aggregated steps carry prompt chunks, so it must shrink

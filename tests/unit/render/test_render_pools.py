@@ -11,7 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_run import vfleet
+
+from support.cli_run import vfleet
 
 WORKLOAD = """\
 input_len: {mean: 8192, p99: 8192}
