@@ -131,7 +131,7 @@ def modes_table(pools: Disaggregation) -> str:
             )
     t = pools.transfer
     if t is not None:
-        how = "RDMA" if t.rdma else "TCP, no RDMA"
+        how = "CUDA IPC" if t.link == "nvlink" else "RDMA" if t.rdma else "TCP, no RDMA"
         lines.append(
             f"    KV transfer: {t.bytes_per_request / 2**20:,.1f} MiB per mean prompt over "
             f"{t.link} ({how}), {t.ms_per_request:,.0f} ms with the decode handover"
