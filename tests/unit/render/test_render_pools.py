@@ -32,7 +32,7 @@ nodes:
 MODEL = "Qwen/Qwen3-30B-A3B"
 
 
-def _render(tmp_path: Path, version: str, cluster: str = CLUSTER) -> Path:
+def _render(tmp_path: Path, version: str, cluster: str = CLUSTER, *extra: str) -> Path:
     (tmp_path / "cluster.yaml").write_text(cluster)
     (tmp_path / "workload.yaml").write_text(WORKLOAD)
     plan = tmp_path / "plan.json"
@@ -45,7 +45,7 @@ def _render(tmp_path: Path, version: str, cluster: str = CLUSTER) -> Path:
     out = tmp_path / "out"
     done = vfleet(
         "render", "--plan", str(plan), "--cluster", str(tmp_path / "cluster.yaml"),
-        "--out", str(out),
+        "--out", str(out), *extra,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return out
@@ -158,3 +158,15 @@ def test_a_pool_host_without_an_address_is_refused_in_one_line(tmp_path):
     assert made.returncode == 2
     assert "routable address" in made.stderr and len(made.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "again").exists()
+
+
+def test_the_operators_env_wins_over_the_transports_render_picks(tmp_path):
+    """A site that knows better (a test host whose sandbox forbids cross-memory attach, a
+    fabric the probe missed) sets UCX itself, once, and render keeps its own for the rest."""
+    out = _render(tmp_path, "0.33.0", CLUSTER, "--env", "UCX_TLS=tcp,self")
+    for folder in sorted(out.glob("*/engine-*")):
+        text = (folder / "vllm.env").read_text()
+        assert text.count("UCX_TLS=") == 1, folder
+        env = _env(folder / "vllm.env")
+        assert env["UCX_TLS"] == "tcp,self"
+        assert env["UCX_NET_DEVICES"] == "mlx5_0:1,mlx5_1:1"

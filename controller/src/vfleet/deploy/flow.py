@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from vfleet.catalog.flag_registry import flag_set
 from vfleet.catalog.models import load_model
@@ -42,10 +42,20 @@ STAND_IN = (
 )
 
 
-# The rollout launches one pool of engines; prefill/decode pools are planned and rendered by
-# `vfleet plan --mode` and `vfleet render`, and deployed once the router role and the
-# pool-ordered launch land (docs/pd-disaggregation.md says what is there today).
-DEPLOY_MODE: Mode = "aggregated"
+# Aggregated unless group_vars say otherwise (vfleet_serving_mode): a disaggregated plan
+# launches prefill, decode, then the router (ansible/playbooks/launch.yml), and the vllm
+# role installs NIXL (ansible/playbooks/site.yml).
+DEFAULT_MODE: Mode = "aggregated"
+
+
+def serving_mode(ctx: Context) -> Mode:
+    """The environment's vfleet_serving_mode (validated with the deploy vars)."""
+    mode = ctx.var("vfleet_serving_mode") or DEFAULT_MODE
+    if mode not in ("auto", "aggregated", "disaggregated"):
+        raise UserError(
+            f"vfleet_serving_mode {str(mode)[:40]!r}: use auto, aggregated or disaggregated"
+        )
+    return cast(Mode, mode)
 
 
 def plan(ctx: Context, cluster: Cluster) -> PlanResult:
@@ -64,7 +74,7 @@ def plan(ctx: Context, cluster: Cluster) -> PlanResult:
             traits=traits(ctx.var("vfleet_vllm_version") or cluster.vllm_version),
             kv_cache_dtype=ctx.var("vfleet_kv_cache_dtype"),
             pinned=Pinned(**(ctx.var("vfleet_plan_overrides") or {})),
-            mode=DEPLOY_MODE,
+            mode=serving_mode(ctx),
         )
     )
     path = ctx.artifacts / "plan.json"
@@ -159,7 +169,7 @@ def write_report(
                 cluster=cluster,
                 workload=result.inputs.workload,
                 traits=result.inputs.traits,
-                mode=DEPLOY_MODE,
+                mode=serving_mode(ctx),
             )
         ).plan
     if result.plan.overrides:
@@ -225,7 +235,7 @@ def _sweep_and_calibration(
                 kv_cache_dtype=i.kv_cache_dtype,
                 pinned=i.pinned,
                 fit=default_fit(),
-                mode=DEPLOY_MODE,
+                mode=serving_mode(ctx),
             )
         ).plan
         sections.append(sweep_report.calibration_section(calibrated, bundled, result.plan))

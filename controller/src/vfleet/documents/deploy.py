@@ -135,6 +135,8 @@ class DeployVars(StrictModel):
     """the vLLM release on the hosts, quoted (e.g. "0.11.1")"""
     vfleet_kv_cache_dtype: Templatable[Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]] = None
     """the KV cache dtype: auto, or fp8 where the GPU and the attention backend support it"""
+    vfleet_serving_mode: Templatable[Literal["auto", "aggregated", "disaggregated"]] = None
+    """aggregated (default), disaggregated (prefill and decode pools behind a router) or auto"""
     vfleet_plan_overrides: PlanOverrides | None = None
     """plan values forced after planning (e.g. {max_model_len: 512, block_size: 128})"""
     vfleet_render_extra_args: list[Templatable[ExtraArg]] | None = None
@@ -272,6 +274,7 @@ RENDER_FIELDS: dict[str, tuple[str, str | None]] = {
     "vfleet_model_dir_on_hosts": ("model_path", ""),
     "vfleet_served_model_name": ("served_model_name", ""),
     "vllm_venv": ("vllm_bin", "/bin/vllm"),
+    "vllm_router_venv": ("router_bin", "/bin/vllm-router"),
     "vfleet_render_extra_args": ("extra_args", None),
 }
 

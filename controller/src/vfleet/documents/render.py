@@ -30,6 +30,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NUMBER = re.compile(r"-\d+(\.\d*)?([eE][-+]?\d+)?")  # a negative value, not a flag
 MODELS_DIR = "/srv/models"  # where a model's folder sits on the hosts unless told
 VLLM_BIN = "/opt/vfleet/vllm/bin/vllm"  # the vllm role's venv (vllm_venv) + /bin/vllm
+ROUTER_BIN = "/opt/vfleet/router/bin/vllm-router"  # the vllm_router role's vllm_router_venv
 
 
 def model_folder(model: str) -> str:
@@ -95,6 +96,8 @@ class RenderOptions(StrictModel):
     """API model name without control characters (e.g. meta-llama/Llama-3.1-8B-Instruct)"""
     vllm_bin: AbsPath = Field(VLLM_BIN, alias="--vllm-bin")
     """vllm executable on the hosts (e.g. /opt/vfleet/vllm/bin/vllm)"""
+    router_bin: AbsPath = Field(ROUTER_BIN, alias="--router-bin")
+    """vllm-router executable on the P/D router's host (e.g. /opt/vfleet/router/bin/vllm-router)"""
     port: ApiPort = Field(8000, alias="--port")
     """first API port on each host, 1-65535 (e.g. 8000)"""
     backend: Literal["auto", "mp", "ray"] = Field("auto", alias="--backend")

@@ -105,8 +105,13 @@ def connect(
     for (host, _), engine in zip(placement, engines, strict=True):
         node = nodes[host]
         channel = SideChannel(_address(node), base, ports)
-        engine.env += list(kv_transfer.side_channel_env(version, channel).items())
-        engine.env += list(kv_transfer.ucx_env(list(node.ib_hcas)).items())
+        wiring = {
+            **kv_transfer.side_channel_env(version, channel),
+            **kv_transfer.ucx_env(list(node.ib_hcas)),
+        }
+        # What the operator set with --env (already in engine.env) wins, UCX_TLS for one.
+        given = {key for key, _ in engine.env}
+        engine.env += [(key, value) for key, value in wiring.items() if key not in given]
         engine.pool, engine.side_channel = role, (base, ports)
         if engine.runs_vllm:
             engine.flags.append(Flag("--kv-transfer-config", config, f"P/D: the {role} pool"))

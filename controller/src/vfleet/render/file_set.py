@@ -89,11 +89,10 @@ def _engine_files(
 def _router_files(router: Router, opts: RenderOptions) -> dict[str, str]:
     """The router's launch script and unit, on its host (vfleet.render.disaggregated)."""
     envs = environments()
-    bin_dir = opts.vllm_bin.rsplit("/", 1)[0] if "/" in opts.vllm_bin else ""
     ctx = {
         "host": router.host,
         "plan_name": opts.plan_name,
-        "router_bin": f"{bin_dir}/vllm-router" if bin_dir else "vllm-router",
+        "router_bin": opts.router_bin,
         "args": router.argv[1:],
         "service_user": opts.service_user,
         "install_dir": opts.install_dir,
