@@ -13,6 +13,7 @@ from vfleet.errors import UserError
 if TYPE_CHECKING:
     from vfleet.documents.plan import Plan
     from vfleet.documents.requests import DoctorFlags
+    from vfleet.observe.doctor import Observation
     from vfleet.observe.findings import EngineConfig
 
 LOG_TAIL_BYTES = 32 << 20  # the start-up lines doctor looks for sit in the last restart
@@ -179,52 +180,100 @@ def _served_model(models: list[str], path: Path) -> str:
 
 
 def run(namespace: argparse.Namespace) -> int:
-    import time
-
     from vfleet.cli.from_model import from_namespace
     from vfleet.documents.endpoints import load_endpoints
     from vfleet.documents.requests import DoctorFlags
-    from vfleet.observe import doctor, findings, metrics, startup
+    from vfleet.observe import doctor, findings, pool_findings, startup
 
     args = from_namespace(DoctorFlags, namespace)
     endpoints = list(args.endpoint)
     served = args.served_model_name
     if served is not None and not served.strip():
         raise UserError("--served-model-name is empty: give the name the engine serves")
+    pools: dict[str, list[str]] = {}
     if args.endpoints:
         listed = load_endpoints(args.endpoints).endpoints
         endpoints += [e.base_url for e in listed]
         served = served or _served_model([e.model for e in listed], args.endpoints)
+        for endpoint in listed:
+            if endpoint.pool is not None:
+                pools.setdefault(endpoint.pool, []).append(endpoint.base_url)
     endpoints = list(dict.fromkeys(endpoints))  # the same server once, however it was named
     if not endpoints and not args.log and not args.journal:
         raise UserError("give at least one --endpoint (or --log/--journal) to diagnose")
     log = _read_logs(args)
     cfg = findings.config_from_log(log)
+    plan = None
     if args.plan:
         from vfleet.documents.plan import load_plan
 
-        cfg = findings.merge(cfg, config_from_plan(load_plan(args.plan)))
+        plan = load_plan(args.plan)
+        cfg = findings.merge(cfg, config_from_plan(plan))
     if args.max_num_seqs:
         cfg.max_num_seqs, cfg.source = args.max_num_seqs, "--max-num-seqs"
-    obs = None
-    if endpoints:
-
-        def scrape() -> tuple[float, metrics.Snapshot]:
-            texts = [_fetch_metrics(e) for e in endpoints]
-            sources = [e.rstrip("/") for e in endpoints]
-            return time.monotonic(), metrics.parse(texts, sources, served)
-
-        samples = [scrape()]
-        if args.watch > 0:
-            step = max(0.5, args.watch / 10)
-            deadline = samples[0][0] + args.watch
-            while time.monotonic() < deadline:
-                time.sleep(min(step, max(0.0, deadline - time.monotonic())))
-                samples.append(scrape())
-        obs = doctor.observe(samples)
-    found = startup.log_diagnoses(log, cfg) + (doctor.metric_diagnoses(obs, cfg) if obs else [])
+    # A disaggregated deployment's pools are judged apart (their loads differ by design),
+    # then side by side; any other set of endpoints is one pool.
+    groups = pools if set(pools) == {"prefill", "decode"} and not args.endpoint else {}
+    groups = groups or ({"all": endpoints} if endpoints else {})
+    observed = _watch(groups, served, args.watch)
+    found = startup.log_diagnoses(log, cfg)
+    if "all" in observed or not observed:
+        obs = observed.get("all")
+        found += doctor.metric_diagnoses(obs, cfg) if obs else []
+        if args.as_json:
+            print(json.dumps(doctor.report_json(obs, cfg, found), indent=2))
+        else:
+            print(doctor.report_text(obs, cfg, found, endpoints))
+        return 0
+    configs = {name: pool_config(cfg, plan, name) for name in observed}
+    per_pool = {name: doctor.metric_diagnoses(obs, configs[name]) for name, obs in observed.items()}
+    between = found + pool_findings.pool_diagnoses(observed["prefill"], observed["decode"])
     if args.as_json:
-        print(json.dumps(doctor.report_json(obs, cfg, found), indent=2))
+        print(json.dumps(pool_findings.report_json(observed, configs, per_pool, between), indent=2))
     else:
-        print(doctor.report_text(obs, cfg, found, endpoints))
+        print(pool_findings.report_text(observed, configs, per_pool, between, groups))
     return 0
+
+
+def _watch(
+    groups: dict[str, list[str]], served: str | None, watch: float
+) -> dict[str, Observation]:
+    """Scrape every group's endpoints once, or every step of a --watch window; reduce each
+    group's scrapes to one observation."""
+    import time
+
+    from vfleet.observe import doctor, metrics
+
+    def scrape(urls: list[str]) -> tuple[float, metrics.Snapshot]:
+        texts = [_fetch_metrics(e) for e in urls]
+        return time.monotonic(), metrics.parse(texts, [e.rstrip("/") for e in urls], served)
+
+    if not groups:
+        return {}
+    samples = {name: [scrape(urls)] for name, urls in groups.items()}
+    if watch > 0:
+        step = max(0.5, watch / 10)
+        deadline = time.monotonic() + watch
+        while time.monotonic() < deadline:
+            time.sleep(min(step, max(0.0, deadline - time.monotonic())))
+            for name, urls in groups.items():
+                samples[name].append(scrape(urls))
+    return {name: doctor.observe(taken) for name, taken in samples.items()}
+
+
+def pool_config(cfg: EngineConfig, plan: Plan | None, pool: str) -> EngineConfig:
+    """The engine settings of one pool: the plan's pool values where a plan is given."""
+    from dataclasses import replace
+
+    split = plan.disaggregation if plan is not None else None
+    if split is None or pool not in ("prefill", "decode"):
+        return cfg
+    planned = split.prefill if pool == "prefill" else split.decode
+    if planned is None:
+        return cfg
+    return replace(
+        cfg,
+        max_num_seqs=planned.max_num_seqs,
+        max_num_batched_tokens=planned.max_num_batched_tokens,
+        source=f"the deployed plan's {pool} pool",
+    )

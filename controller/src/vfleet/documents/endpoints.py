@@ -55,11 +55,24 @@ class Endpoint(StrictModel):
     """the served model name (e.g. meta-llama/Llama-3.1-8B-Instruct)"""
     hosts: list[Label] = Field(min_length=1)
     """every host the engine runs on, head first (e.g. [gpu-01, gpu-02])"""
+    pool: Literal["prefill", "decode"] | None = None
+    """the engine's pool in a disaggregated plan (prefill or decode); absent otherwise"""
 
     @property
     def base_url(self) -> str:
         """The server's root, where /metrics lives (the URL without its /v1)."""
         return self.url.rstrip("/").removesuffix("/v1")
+
+
+class Router(StrictModel):
+    """The P/D router in front of a disaggregated plan's pools."""
+
+    host: Label
+    """the router's host (e.g. gpu-01)"""
+    url: Url
+    """the OpenAI API base URL clients use (e.g. http://10.0.0.11:9000/v1)"""
+    health: Url
+    """the router's health URL (e.g. http://10.0.0.11:9000/health)"""
 
 
 class Endpoints(StrictModel):
@@ -69,6 +82,8 @@ class Endpoints(StrictModel):
     """the plan's model id (e.g. meta-llama/Llama-3.1-8B-Instruct)"""
     endpoints: list[Endpoint] = Field(min_length=1, max_length=4096)
     """every engine, one entry each"""
+    router: Router | None = None
+    """the P/D router of a disaggregated plan"""
 
 
 def load_endpoints(path: Path) -> Endpoints:

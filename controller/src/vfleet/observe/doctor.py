@@ -45,6 +45,12 @@ class Observation:
     seconds: float
     engines: int
     notes: list[str] = field(default_factory=list)  # series the parser left out
+    # Prefill/decode only (0 elsewhere): prompt tokens computed here or pulled from another
+    # engine, NIXL transfers that failed, KV released before a decode engine read it.
+    prompt_local: float = 0.0
+    prompt_transferred: float = 0.0
+    kv_transfer_failures: float = 0.0
+    kv_expired: float = 0.0
 
     @property
     def kv_tokens(self) -> int | None:
@@ -66,6 +72,10 @@ def observe(samples: list[tuple[float, Snapshot]]) -> Observation:
 
     def rate(key: str) -> float | None:
         return (last.get(key) - first.get(key)) / span if span > 0 else None
+
+    def grew(key: str) -> float:
+        """A counter's growth over the window; its total for one scrape."""
+        return last.get(key) - first.get(key) if span > 0 else last.get(key)
 
     ttft, itl = last.histograms.get("ttft"), last.histograms.get("itl")
     queue, prompt = last.histograms.get("queue"), last.histograms.get("prompt_len")
@@ -101,6 +111,10 @@ def observe(samples: list[tuple[float, Snapshot]]) -> Observation:
         seconds=span,
         engines=last.engines,
         notes=notes,
+        prompt_local=grew("prompt_local"),
+        prompt_transferred=grew("prompt_transferred"),
+        kv_transfer_failures=grew("kv_transfer_failures"),
+        kv_expired=grew("kv_expired"),
     )
 
 
@@ -123,7 +137,7 @@ def kv_cap(obs: Observation) -> int | None:
     return max(1, int(HEADROOM * obs.kv_tokens / obs.mean_context))
 
 
-def _ms(seconds: float | None) -> str:
+def ms(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1e3:.0f} ms"
 
 
@@ -183,7 +197,7 @@ def metric_diagnoses(obs: Observation, cfg: EngineConfig) -> list[Diagnosis]:
             f"KV cache usage only {obs.kv_usage * 100:.0f}%",
         ]
         if obs.queue_p99 is not None:
-            evidence.append(f"p99 queue time {_ms(obs.queue_p99)}")
+            evidence.append(f"p99 queue time {ms(obs.queue_p99)}")
         if cap and seqs and cap > seqs:
             knob = f"raise --max-num-seqs from {seqs} to {cap} (still under the KV cap)"
         elif seqs:
@@ -201,7 +215,7 @@ def metric_diagnoses(obs: Observation, cfg: EngineConfig) -> list[Diagnosis]:
         and (obs.mean_prompt or 0) >= 256
     ):
         evidence = [
-            f"inter-token latency p99 {_ms(obs.itl_p99)} vs p50 {_ms(obs.itl_p50)} "
+            f"inter-token latency p99 {ms(obs.itl_p99)} vs p50 {ms(obs.itl_p50)} "
             f"({obs.itl_p99 / obs.itl_p50:.0f}x)",
             f"mean prompt {obs.mean_prompt:.0f} tokens",
         ]
@@ -269,8 +283,8 @@ def report_text(
             f"    running {obs.running:.0f}   waiting {obs.waiting:.0f}   KV usage "
             f"{obs.kv_usage * 100:.0f}%   preemptions {obs.preemptions:.0f}"
             + (f" ({obs.preemption_rate:.2f}/s)" if obs.preemption_rate is not None else ""),
-            f"    TTFT p50/p99 {_ms(obs.ttft_p50)} / {_ms(obs.ttft_p99)}   inter-token p50/p99 "
-            f"{_ms(obs.itl_p50)} / {_ms(obs.itl_p99)}   queue p99 {_ms(obs.queue_p99)}",
+            f"    TTFT p50/p99 {ms(obs.ttft_p50)} / {ms(obs.ttft_p99)}   inter-token p50/p99 "
+            f"{ms(obs.itl_p50)} / {ms(obs.itl_p99)}   queue p99 {ms(obs.queue_p99)}",
             f"    KV tokens {obs.kv_tokens or 'n/a'}   mean prompt "
             f"{obs.mean_prompt or 0:.0f}   mean output {obs.mean_generation or 0:.0f}   KV cap "
             f"{kv_cap(obs) or 'n/a'} seqs"

@@ -46,7 +46,19 @@ NAMES = {
     "prompt_tokens": ("vllm:prompt_tokens_total", "vllm:prompt_tokens"),
     "generation_tokens": ("vllm:generation_tokens_total", "vllm:generation_tokens"),
     "requests_done": ("vllm:request_success_total", "vllm:request_success"),
+    # Prefill/decode (docs/pd-disaggregation.md): where an engine's prompt KV came from (the
+    # counter's `source` label, read as one series per source), and NIXL's transfer failures
+    # and KV a prefill engine released before any decode engine read it.
+    "prompt_local": ("vllm:prompt_tokens_by_source_total/local_compute",),
+    "prompt_transferred": ("vllm:prompt_tokens_by_source_total/external_kv_transfer",),
+    "kv_transfer_failures": (
+        "vllm:nixl_num_failed_transfers_total",
+        "vllm:nixl_num_failed_transfers",
+    ),
+    "kv_expired": ("vllm:nixl_num_kv_expired_reqs_total", "vllm:nixl_num_kv_expired_reqs"),
 }
+# Counters read per label value: `name/value` is the series whose label has that value.
+BY_LABEL = {"vllm:prompt_tokens_by_source_total": "source"}
 HISTOGRAMS = {
     "ttft": ("vllm:time_to_first_token_seconds",),
     "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
@@ -266,6 +278,8 @@ class _Tally:
             per = self.buckets.setdefault(base, {})
             per[bound] = per.get(bound, 0.0) + value
         else:
+            if name in BY_LABEL and BY_LABEL[name] in labels:
+                name = f"{name}/{labels[BY_LABEL[name]]}"
             self.samples.setdefault(name, []).append(value)
 
     def drop_broken(self) -> list[str]:
