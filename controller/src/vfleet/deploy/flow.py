@@ -153,6 +153,7 @@ def write_report(
     with the cluster, this deploy's ledger lines too (vfleet.feedback.ledger)."""
     from vfleet.present import report
     from vfleet.present.budget_report import parse_range, sweep
+    from vfleet.present.pool_report import pools_section
 
     start = time.monotonic()
     winner = result.winner
@@ -182,6 +183,9 @@ def write_report(
         )
         ledger.append(ctx.artifacts / "ledger.jsonl", lines)
     more, more_plots = _sweep_and_calibration(ctx, result, lines, out)
+    pools = pools_section(result.plan, loadtest_results(out))
+    if pools is not None:
+        more.insert(0, pools)
     if probed is not None:
         from vfleet.present.health_report import health_section
 
