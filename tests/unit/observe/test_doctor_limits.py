@@ -4,58 +4,24 @@ Each must end in one line and exit 2, quickly; the servers are real, on 127.0.0.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from support.cli_run import Result, vfleet
 from support.hostile import assert_one_line
+from support.metrics_server import prometheus_headers, serve
 from vfleet.cli import doctor_command as cli_doctor
 from vfleet.errors import UserError
 from vfleet.observe import metrics
 
 GOOD = 'vllm:num_requests_running{engine="0"} 3\nvllm:num_requests_waiting{engine="0"} 0\n'
-
-Body = Callable[[BaseHTTPRequestHandler, threading.Event], None]
-
-
-def _serve(body: Body) -> Iterator[str]:
-    """A real HTTP server on a free local port whose GET runs `body`; yields its base URL.
-    `stop` is set on teardown so a handler still trickling ends with the test."""
-    stop = threading.Event()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            with contextlib.suppress(OSError):  # the client hung up, as a refusal does
-                body(self, stop)
-
-        def log_message(self, *_args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        stop.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-
-
-def _headers(handler: BaseHTTPRequestHandler) -> None:
-    handler.send_response(200)
-    handler.send_header("Content-Type", "text/plain; version=0.0.4")
-    handler.end_headers()
-
 
 # A trickle lasts TRICKLE_BYTES * 0.5 s, past the tests' 1.5 s deadline: without the
 # deadline a test fails on its timing instead of hanging the suite.
@@ -63,7 +29,7 @@ TRICKLE_BYTES = 8
 
 
 def _trickle(handler: BaseHTTPRequestHandler, stop: threading.Event) -> None:
-    _headers(handler)
+    prometheus_headers(handler)
     for byte in GOOD.encode()[:TRICKLE_BYTES]:
         if stop.wait(0.5):
             return
@@ -72,7 +38,7 @@ def _trickle(handler: BaseHTTPRequestHandler, stop: threading.Event) -> None:
 
 
 def _endless(handler: BaseHTTPRequestHandler, stop: threading.Event) -> None:
-    _headers(handler)
+    prometheus_headers(handler)
     line = b"vllm:num_requests_running 1\n" * 4096
     while not stop.is_set():
         handler.wfile.write(line)
@@ -89,38 +55,38 @@ def _trickled_headers(handler: BaseHTTPRequestHandler, stop: threading.Event) ->
 
 def _many_series(handler: BaseHTTPRequestHandler, stop: threading.Event) -> None:
     page = "".join(f'vllm:num_requests_running{{engine="{i}"}} 1\n' for i in range(100))
-    _headers(handler)
+    prometheus_headers(handler)
     handler.wfile.write(page.encode())
 
 
 def _good(handler: BaseHTTPRequestHandler, stop: threading.Event) -> None:
-    _headers(handler)
+    prometheus_headers(handler)
     handler.wfile.write(GOOD.encode())
 
 
 @pytest.fixture
 def trickle() -> Iterator[str]:
-    yield from _serve(_trickle)
+    yield from serve(_trickle)
 
 
 @pytest.fixture
 def endless() -> Iterator[str]:
-    yield from _serve(_endless)
+    yield from serve(_endless)
 
 
 @pytest.fixture
 def trickled_headers() -> Iterator[str]:
-    yield from _serve(_trickled_headers)
+    yield from serve(_trickled_headers)
 
 
 @pytest.fixture
 def many_series() -> Iterator[str]:
-    yield from _serve(_many_series)
+    yield from serve(_many_series)
 
 
 @pytest.fixture
 def good() -> Iterator[str]:
-    yield from _serve(_good)
+    yield from serve(_good)
 
 
 def _timed(*args: str) -> tuple[Result, float]:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from support.cli_run import vfleet
+from support.metrics_server import serve, text
 from vfleet.observe.doctor import observe
 from vfleet.observe.metrics import parse
 from vfleet.observe.pool_findings import pool_diagnoses
@@ -34,7 +33,7 @@ vllm:nixl_num_kv_expired_reqs_total{{engine="0",model_name="m"}} {expired}
 """
 
 
-def text(running=8, waiting=0, local=0, pulled=0, failed=0, expired=0):
+def engine_text(running=8, waiting=0, local=0, pulled=0, failed=0, expired=0):
     return ENGINE.format(
         running=running, waiting=waiting, local=local, pulled=pulled, failed=failed,
         expired=expired,
@@ -42,7 +41,7 @@ def text(running=8, waiting=0, local=0, pulled=0, failed=0, expired=0):
 
 
 def obs(**kw):
-    return observe([(0.0, parse([text(**kw)]))])
+    return observe([(0.0, parse([engine_text(**kw)]))])
 
 
 def ids(found):
@@ -50,7 +49,7 @@ def ids(found):
 
 
 def test_the_source_label_is_read_one_series_per_source():
-    snap = parse([text(local=120, pulled=880)])
+    snap = parse([engine_text(local=120, pulled=880)])
     assert snap.get("prompt_local") == 120
     assert snap.get("prompt_transferred") == 880
 
@@ -96,27 +95,7 @@ def test_queues_at_both_pools_blame_neither():
 
 @contextlib.contextmanager
 def _serving(body: str) -> Iterator[str]:
-    """A real HTTP server answering /metrics with `body`; yields its base URL."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.end_headers()
-            self.wfile.write(body.encode())
-
-        def log_message(self, *_args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    yield from serve(text(body))
 
 
 def _endpoints(path: Path, prefill: str, decode: str) -> Path:
@@ -146,8 +125,8 @@ def _endpoints(path: Path, prefill: str, decode: str) -> Path:
 
 def test_doctor_reads_each_pool_of_a_rendered_endpoints_file(tmp_path):
     with (
-        _serving(text(local=102400)) as prefill,
-        _serving(text(local=50000, pulled=52400, failed=4)) as decode,
+        _serving(engine_text(local=102400)) as prefill,
+        _serving(engine_text(local=50000, pulled=52400, failed=4)) as decode,
     ):
         listed = _endpoints(tmp_path / "endpoints.json", prefill, decode)
         as_json = vfleet("doctor", "--endpoints", str(listed), "--json")

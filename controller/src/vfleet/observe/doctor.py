@@ -308,9 +308,16 @@ def report_text(
             "  No evidence: the logs show no start-up failure, and without --endpoint there "
             "are no live signals to judge the server by."
         )
+    lines += numbered(diagnoses)
+    return "\n".join(lines)
+
+
+def numbered(diagnoses: list[Diagnosis]) -> list[str]:
+    """Each diagnosis as the report prints it: title, evidence, first knob, the rest."""
+    lines = []
     for i, d in enumerate(diagnoses, start=1):
         lines.append(f"  {i}. {d.title}")
         lines += [f"     - {e}" for e in d.evidence]
         lines.append(f"     First knob: {d.first_knob}")
         lines += [f"     Also: {m}" for m in d.more]
-    return "\n".join(lines)
+    return lines

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from vfleet.observe.doctor import Observation, ms
+from vfleet.observe.doctor import Observation, ms, numbered
 from vfleet.observe.doctor import report_json as report_json_one
 from vfleet.observe.doctor import report_text as report_text_one
 from vfleet.observe.findings import Diagnosis, EngineConfig
@@ -148,9 +148,5 @@ def report_text(
             "  The KV handover works (no failed or expired transfers, decode engines computed "
             "no prompts) and neither pool holds the other back."
         )
-    for i, d in enumerate(between, start=1):
-        lines.append(f"  {i}. {d.title}")
-        lines += [f"     - {e}" for e in d.evidence]
-        lines.append(f"     First knob: {d.first_knob}")
-        lines += [f"     Also: {m}" for m in d.more]
+    lines += numbered(between)
     return "\n\n".join([*parts, "\n".join(lines)])
