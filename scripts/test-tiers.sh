@@ -48,12 +48,14 @@ timed_tier() {
   local order=$1 tier=$2 prefix=$3 start rc
   start=$SECONDS
   echo "=== tier: $tier"
+  # A copy of the tier's output is kept so the summary can repeat what failed: CI shows only
+  # the end of a long log, and the failures of a tier that ran beside another scroll away.
   if [ -n "$prefix" ]; then
-    run_tier "$tier" 2>&1 | sed -u "s/^/[$tier] /"
+    run_tier "$tier" 2>&1 | tee "$results/$order.log" | sed -u "s/^/[$tier] /"
     rc=${PIPESTATUS[0]}
   else
-    run_tier "$tier"
-    rc=$?
+    run_tier "$tier" 2>&1 | tee "$results/$order.log"
+    rc=${PIPESTATUS[0]}
   fi
   echo "$order $([ "$rc" -eq 0 ] && echo PASS || echo FAIL) $tier $((SECONDS - start)) $rc" \
     >"$results/$order"
@@ -88,7 +90,7 @@ total=$((SECONDS - total_start))
 
 failed=0
 echo "=== make test: each tier's wall time"
-for file in $(ls "$results" | sort -n); do
+for file in $(ls "$results" | grep -v '\.log$' | sort -n); do
   read -r _ verdict tier took rc <"$results/$file"
   if [ "$verdict" = PASS ]; then
     printf 'PASS  %-9s %5d s  (%d min %02d s)\n' "$tier" "$took" $((took / 60)) $((took % 60))
@@ -101,5 +103,18 @@ printf 'wall            %5d s  (%d min %02d s)\n' "$total" $((total / 60)) $((to
 if [ $# -eq 0 ] && [ "${VFLEET_TEST_LANES:-2}" != 1 ]; then
   echo "(engine then molecule ran beside testbed: the wall time is less than the sum)"
 fi
-[ "$(ls "$results" | wc -l)" -gt 0 ] || failed=1
+# What failed, tier by tier: pytest's short summary lines and molecule's FAIL lines.
+for file in $(ls "$results" | grep -v '\.log$' | sort -n); do
+  read -r _ verdict tier _ _ <"$results/$file"
+  [ "$verdict" = FAIL ] || continue
+  echo "=== $tier: what failed"
+  log=$results/$file.log
+  if grep -qE '^(FAILED|ERROR|FAIL) ' "$log"; then
+    grep -E '^E  ' "$log" | tail -n 20
+    grep -E '^(FAILED|ERROR|FAIL) ' "$log"
+  else
+    tail -n 30 "$log"
+  fi
+done
+[ "$(ls "$results" | grep -vc '\.log$')" -gt 0 ] || failed=1
 exit "$failed"
