@@ -19,7 +19,10 @@ controller/src/vfleet/data/kernels/vllm-<system>-kernels.json:
   prompt length (batch 1, head_dim 128, no window);
 - decode_attention: the fraction of HBM bandwidth decode attention streams the KV cache
   at, large batch x context;
-- allreduce: vLLM's custom all-reduce (CUDA graph) and NCCL's latency for a small message.
+- allreduce: vLLM's custom all-reduce (CUDA graph) and NCCL's latency for a small message;
+- sparse_prefill: what DeepSeek-V3.2's sparse attention module (the indexer, its top-k and
+  FlashMLA's sparse kernel) costs a prompt over the dense MLA module it replaces, per layer:
+  a floor per forward pass and a cost per prompt token by prompt length and heads per GPU.
 
     uv pip install aiconfigurator==0.12.0   # or: make bench-aic (installs it)
     python tools/kernels/extract_aiconfigurator.py --aic-python /path/to/aic-venv/bin/python
@@ -183,6 +186,11 @@ def summarise(data_dir: Path, system: str, version: str) -> dict[str, Any]:
     ]
     out["decode_attention"] = {"kernel": "vllm_flash_attn_fa3", "kv_stream": _median(kv)}
 
+    out["sparse_prefill"] = sparse_prefill(
+        table("sparse_attention", "dsa_context_module_perf"),
+        table("mla", "mla_context_module_perf"),
+    )
+
     custom = pd.read_parquet(root / "comm" / "vllm" / version / "custom_allreduce_perf.parquet")
     small = custom[(custom.message_size <= 65536) & (custom.backend == "vllm_graph")]
     out["allreduce"] = {
@@ -191,6 +199,49 @@ def summarise(data_dir: Path, system: str, version: str) -> dict[str, Any]:
         }
     }
     return out
+
+
+# The token count from which a forward pass is bound by its tokens rather than its floor.
+SPARSE_TOKEN_BOUND = 8192
+
+
+def sparse_prefill(dsa: Any, mla: Any) -> dict[str, Any]:
+    """DeepSeek-V3.2's sparse attention module over the dense MLA module, per layer, both
+    timed in prefill (batch x prompt length, no cached prefix, bf16 weights and KV), by
+    query heads per GPU. The two share their projections, so the difference is the indexer,
+    its top-k and the sparse kernel, less the dense attention they replace.
+
+    floor_ms: the extra of a forward pass with few tokens (the module's time is flat up to
+    about 2k tokens); per_token_us: by heads, [prompt length, extra per prompt token] where
+    the pass holds at least SPARSE_TOKEN_BOUND tokens (the largest batch timed)."""
+
+    def pick(frame: Any) -> Any:
+        rows = frame[(frame.gemm_type == "bfloat16") & (frame.kv_cache_dtype == "bfloat16")]
+        return rows.groupby(["num_heads", "batch_size", "isl"]).latency.median()
+
+    # The MLA tables time short prompts under vLLM's MLA backends and long ones under
+    # FlashAttention (MLA's prefill kernel either way; they agree within 10% where both
+    # exist), so the dense side is the median over the backends at each shape.
+    sparse = pick(dsa[dsa.step == 0])
+    dense = pick(mla)
+    extra = (sparse - dense).dropna()
+    floor = [ms for (_, b, isl), ms in extra.items() if b * isl <= 1024]
+    per_token: dict[str, list[list[float]]] = {}
+    for heads in sorted({h for h, _, _ in extra.index}):
+        points = []
+        for isl in sorted({i for h, _, i in extra.index if h == heads}):
+            rows = [(b, ms) for (h, b, i), ms in extra.items() if h == heads and i == isl]
+            batch, ms = max(rows)
+            if batch * isl >= SPARSE_TOKEN_BOUND:
+                points.append([float(isl), round(ms * 1e3 / (batch * isl), 4)])
+        per_token[str(int(heads))] = points
+    return {
+        "kernel": "FLASHMLA_SPARSE module over the dense MLA module",
+        "model": str(dsa.model.iloc[0]),
+        "floor_ms": _median(floor),
+        "per_token_us": per_token,
+        "points": len(extra),
+    }
 
 
 def _fit_width_curve(points: list[tuple[int, float]]) -> tuple[float, float]:

@@ -259,12 +259,15 @@ def test_plan_and_estimate_agree_on_the_plans_own_operating_point(cluster, model
     assert est.tpot_ms["median"] == pytest.approx(winner.prediction.tpot_s * 1e3, rel=0.15)
 
 
-def test_sparse_attention_prefill_attends_the_top_k_and_pays_the_indexer_for_every_pair():
-    spec = load_model("deepseek-ai/DeepSeek-V3.2")
-    assert spec.index_n_heads and spec.index_topk == 2048
+def test_v4_sparse_prefill_attends_the_top_k_and_pays_the_indexer_for_every_pair():
+    """DeepSeek-V4 has no measured sparse module: its prompts are priced from FLOPs."""
+    spec = load_model("deepseek-ai/DeepSeek-V4-Flash")
+    assert spec.index_n_heads and spec.is_dsv4
+    topk = spec.index_topk or perf.SPARSE_TOPK_TOKENS
     heads = spec.num_attention_heads / 8
     per_token = [
-        perf._prefill_attention_flops(spec, heads, 1.0, float(ctx)) for ctx in (1024, 4096, 32768)
+        perf._prefill_attention_flops(spec, heads, 1.0, float(ctx))
+        for ctx in (topk // 2, 2 * topk, 16 * topk)
     ]
     # Attention grows with the context up to the indexer's top-k, then stays flat...
     assert per_token[0] < per_token[1] == per_token[2]
@@ -272,6 +275,30 @@ def test_sparse_attention_prefill_attends_the_top_k_and_pays_the_indexer_for_eve
     scores = [float(perf._indexer_flops(spec, float(ctx))) for ctx in (4096, 32768)]
     assert scores[1] == 8 * scores[0] > 0
     assert float(perf._indexer_flops(load_model("deepseek-ai/DeepSeek-R1"), 4096.0)) == 0.0
+
+
+# DeepSeek-V3.2's sparse attention module minus DeepSeek-V3's dense MLA module, per layer,
+# one prompt, 16 query heads per GPU (TP8), bf16, on an H200: NVIDIA AIConfigurator 0.12.0's
+# tables for vLLM 0.24.0 (sparse_attention/dsa_context_module_perf and
+# mla/mla_context_module_perf), in ms by prompt length.
+MEASURED_SPARSE_EXTRA_MS = {2048: 1.11, 8192: 5.07, 32768: 23.16}
+
+
+@pytest.mark.parametrize("prompt", sorted(MEASURED_SPARSE_EXTRA_MS))
+def test_a_v32_prompt_costs_r1s_plus_what_the_measured_sparse_module_adds(prompt):
+    """The two models share everything but the attention module, so one prompt's TTFT
+    differs by what the sparse module adds per layer, times their 61 layers."""
+    ttft = {}
+    for name in ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3.2"):
+        spec = load_model(name)
+        assert spec.num_layers == 61
+        req = _request(
+            "TP8", spec=spec, traits=traits("0.24.0"), input_len=prompt, output_len=2,
+            concurrency=1, num_prompts=1,
+        )  # fmt: skip
+        ttft[name] = estimate(req).ttft_ms["median"]
+    extra = ttft["deepseek-ai/DeepSeek-V3.2"] - ttft["deepseek-ai/DeepSeek-R1"]
+    assert extra == pytest.approx(61 * MEASURED_SPARSE_EXTRA_MS[prompt], rel=0.15)
 
 
 def test_sliding_window_layers_see_only_their_window_in_prefill():

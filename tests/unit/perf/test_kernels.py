@@ -39,3 +39,20 @@ def test_prefill_attention_is_slow_for_short_prompts():
     shape = t.prefill_shape(np.array([128.0, 1024.0, 8192.0, 16384.0, 65536.0]))
     assert list(shape) == sorted(shape)
     assert shape[0] < 0.05 and shape[-1] == 1.0
+
+
+def test_the_sparse_module_costs_a_floor_then_a_price_per_prompt_token():
+    sparse = kernels.shapes().sparse
+    assert sparse is not None
+    tokens = np.array([0.0, 16.0, 512.0, 65536.0, 131072.0])
+    extra = sparse.extra_s(tokens, np.full(5, 2048.0), 16.0)
+    assert extra[0] == 0.0  # no prompt tokens, no sparse prefill
+    assert extra[1] == extra[2] == sparse.floor_s  # a few tokens pay the pass's floor
+    assert extra[4] == pytest.approx(2 * extra[3])  # many pay per token
+    # Longer prompts cost more per token (the indexer scores every earlier token).
+    lengths = np.array([512.0, 2048.0, 8192.0, 32768.0])
+    per_token = sparse.extra_s(np.full(4, 1e6), lengths, 16.0) / 1e6
+    assert list(per_token) == sorted(per_token)
+    # Heads between two timed counts fall between their costs.
+    at = [float(sparse.extra_s(np.array(1e6), np.array(4096.0), h)) for h in (8.0, 12.0, 16.0)]
+    assert min(at[0], at[2]) <= at[1] <= max(at[0], at[2])

@@ -20,7 +20,11 @@ calibration says otherwise) and as shapes relative to those levels:
   (H20) loses far less of its own peak to it;
 - FlashAttention-3's causal prefill fraction by prompt length (short prompts reach a small
   share of the peak: 2% at 256 tokens, 37% at 2k, 64% at 16k);
-- decode attention's KV streaming fraction and large GEMVs' weight streaming fraction.
+- decode attention's KV streaming fraction and large GEMVs' weight streaming fraction;
+- what DeepSeek-V3.2's sparse attention (indexer, top-k, sparse kernel) adds to a prompt's
+  layer over the dense MLA it replaces: a floor per forward pass (about 1.2 ms on the
+  H200, flat up to some 2k tokens) and a cost per prompt token that grows with the prompt
+  (0.23 us at 512 tokens, 0.42 at 2k, 0.71 at 32k, with 16 query heads per GPU).
 
 Other GPU generations use the same shapes (fractions of their own peaks); their levels
 come from the fit (`vfleet.perf.fit`).
@@ -51,6 +55,34 @@ class MoeCurve:
 
 
 @dataclass(frozen=True)
+class SparsePrefill:
+    """DeepSeek-V3.2's sparse attention module over the dense MLA module, per layer, in
+    prefill, on the measured GPU."""
+
+    floor_s: float  # the extra of a forward pass with few prompt tokens
+    heads: tuple[float, ...]  # query heads per GPU the per-token costs were timed at
+    prompt_len: tuple[tuple[float, ...], ...]  # by heads: prompt lengths
+    per_token_s: tuple[tuple[float, ...], ...]  # by heads: extra seconds per prompt token
+
+    def extra_s(self, tokens: Any, prompt_len: Any, heads: float) -> Any:
+        """The extra seconds of one layer's forward pass holding `tokens` prompt tokens of
+        prompts about `prompt_len` long, with `heads` query heads per GPU (0 when none)."""
+        logs = np.log2(self.heads)
+        at = float(np.clip(np.log2(max(heads, 1.0)), logs[0], logs[-1]))
+        upper = min(int(np.searchsorted(logs, at)), len(logs) - 1)
+        lower = max(upper - 1, 0)
+        span = logs[upper] - logs[lower]
+        weight = 0.0 if span == 0 else (at - logs[lower]) / span
+        length = np.log(np.maximum(prompt_len, 1.0))
+
+        def per_token(i: int) -> Any:
+            return np.interp(length, np.log(self.prompt_len[i]), self.per_token_s[i])
+
+        cost = (1 - weight) * per_token(lower) + weight * per_token(upper)
+        return np.where(tokens > 0, np.maximum(self.floor_s, tokens * cost), 0.0)
+
+
+@dataclass(frozen=True)
 class KernelTable:
     source: str
     gemm_compute: dict[str, float]
@@ -61,6 +93,7 @@ class KernelTable:
     prefill_eff: tuple[float, ...]
     peak_tflops: dict[str, float]  # the measured GPU's datasheet peaks, by bf16 | fp8
     hbm_tb_s: float
+    sparse: SparsePrefill | None = None
 
     def gemm_ratio(self, fmt: str) -> float:
         """A format's GEMM compute fraction over bf16's (each of its own peak)."""
@@ -124,6 +157,16 @@ def table_from_dict(raw: dict[str, Any], source: str) -> KernelTable:
         for fmt, v in raw["moe"].items()
     }
     prefill = [(float(n), float(e)) for n, e in raw["prefill_attention"]["by_prompt_len"]]
+    sparse = None
+    if "sparse_prefill" in raw:
+        measured = raw["sparse_prefill"]
+        by_heads = sorted((float(h), pts) for h, pts in measured["per_token_us"].items())
+        sparse = SparsePrefill(
+            floor_s=float(measured["floor_ms"]) * 1e-3,
+            heads=tuple(h for h, _ in by_heads),
+            prompt_len=tuple(tuple(float(n) for n, _ in pts) for _, pts in by_heads),
+            per_token_s=tuple(tuple(float(us) * 1e-6 for _, us in pts) for _, pts in by_heads),
+        )
     return KernelTable(
         source=source,
         gemm_compute={fmt: float(v["compute"]) for fmt, v in raw["gemm"].items()},
@@ -134,6 +177,7 @@ def table_from_dict(raw: dict[str, Any], source: str) -> KernelTable:
         prefill_eff=tuple(e for _, e in prefill),
         peak_tflops={"bf16": raw["peaks"]["bf16_tflops"], "fp8": raw["peaks"]["fp8_tflops"]},
         hbm_tb_s=float(raw["peaks"]["hbm_TBps"]),
+        sparse=sparse,
     )
 
 

@@ -206,11 +206,13 @@ def _capped_pairs(prefill: Any, pairs: Any, window: float) -> Any:
 def _prefill_attention_flops(spec: ModelShape, heads: float, prefill: Any, pairs: Any) -> Any:
     """Attention FLOPs of the step's prompt tokens per layer on one GPU, by layer kind.
 
-    DeepSeek's sparse attention attends each query to the indexer's top-k tokens only, and
-    the sparse kernel works on the compressed latent, as MLA decode does (absorbed). Sliding
+    DeepSeek-V3.2's sparse attention is priced as the dense MLA prefill plus what the measured
+    sparse module adds to it (`_sparse_prefill_s`). V4's sparse attention has no measured
+    table: each query attends to the indexer's top-k tokens only, on the compressed latent,
+    as MLA decode does (absorbed). Sliding
     window layers see at most their window; the other layers the whole causal prefix.
     """
-    if spec.index_n_heads:
+    if spec.index_n_heads and (spec.is_dsv4 or shapes().sparse is None):
         topk = spec.index_topk or SPARSE_TOPK_TOKENS
         return _attention_flops(spec, heads, decode=True) * _capped_pairs(prefill, pairs, topk)
     full = _attention_flops(spec, heads, decode=False) * pairs
@@ -221,6 +223,21 @@ def _prefill_attention_flops(spec: ModelShape, heads: float, prefill: Any, pairs
         )
         return share * windowed + (1 - share) * full
     return full
+
+
+def _sparse_prefill_s(
+    spec: ModelShape, gpu: Gpu, prefill: Any, prompt_len: Any, heads: float
+) -> Any | None:
+    """What DeepSeek-V3.2's sparse attention adds to one layer's prompt tokens over dense MLA,
+    from the measured module (None where no table covers the model: V4, other models). Its
+    per-token part is compute: other GPUs scale it by their bf16 peak."""
+    table = shapes().sparse
+    if not spec.index_n_heads or spec.is_dsv4 or table is None:
+        return None
+    extra = table.extra_s(prefill, prompt_len, heads)
+    floor = np.where(prefill > 0, table.floor_s, 0.0)
+    scale = shapes().peak_tflops["bf16"] / gpu.bf16_dense_tflops
+    return floor + (extra - floor) * scale
 
 
 def _indexer_flops(spec: ModelShape, pairs: Any) -> Any:
@@ -309,12 +326,13 @@ def step_cost(
     prefill_eff = eff.attention * kernels.prefill_shape(prompt_len)
     # The indexer scores in FP8 where the GPU has it (DeepSeek's kernels do).
     indexer_peak = peak_flops(gpu, "fp8")
-    # Decode steps score their new token against the whole context, prompts every pair.
-    indexer_s = (
-        _indexer_flops(spec, prefill_pairs + decode_context)
-        * layers
-        / (indexer_peak * eff.attention)
-    )
+    # Decode steps score their new token against the whole context, prompts every pair
+    # (unless the measured sparse module prices the prompts' part).
+    sparse_prompts = _sparse_prefill_s(spec, gpu, prefill, prompt_len, heads)
+    scored = decode_context if sparse_prompts is not None else prefill_pairs + decode_context
+    indexer_s = _indexer_flops(spec, scored) * layers / (indexer_peak * eff.attention)
+    if sparse_prompts is not None:
+        indexer_s = indexer_s + sparse_prompts * layers
     prefill_s = prefill_flops / (attn_peak * prefill_eff)
     attention_s = decode_flops / (attn_peak * eff.attention) + prefill_s + indexer_s
     attention_roof = (
