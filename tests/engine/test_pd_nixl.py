@@ -18,8 +18,10 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,7 +138,7 @@ def test_the_rendered_pair_moves_the_kv_through_the_rendered_router(tmp_path, ti
             start_new_session=True,
         )
         try:
-            body = _complete_through(port, router, tmp_path / "router.log")
+            body = _complete_through(port, router, tmp_path / "router.log", (prefill, decode))
         finally:
             router.terminate()
             router.wait(timeout=30)
@@ -150,23 +152,44 @@ def test_the_rendered_pair_moves_the_kv_through_the_rendered_router(tmp_path, ti
         assert body["usage"]["completion_tokens"] == 6
 
 
-def _complete_through(port: int, router: subprocess.Popen[bytes], log: Path) -> dict:
-    """One completion through the router, retried while it comes up."""
+# The router comes up in seconds; a first handover between two engines on two busy cores
+# has taken up to a minute (NIXL connects its agents on the first transfer).
+ROUTER_UP_S = 60
+COMPLETION_S = 150
+
+
+def _complete_through(
+    port: int, router: subprocess.Popen[bytes], log: Path, engines: tuple[Any, ...]
+) -> dict:
+    """One completion through the router: retried while the router comes up (connection
+    refused), then waited for; a failure says how long it took and what each log says."""
     request = json.dumps(
         {"model": "tiny", "prompt": "Once upon a time in a village by the sea", "max_tokens": 6}
     ).encode()
-    deadline = time.monotonic() + 60
+    start = time.monotonic()
     while True:
         assert router.poll() is None, log.read_text()[-2000:]
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/completions", request, {"Content-Type": "application/json"}
+        )
+        sent = time.monotonic()
         try:
-            req = urllib.request.Request(
-                f"http://127.0.0.1:{port}/v1/completions",
-                request,
-                {"Content-Type": "application/json"},
-            )
-            with urllib.request.urlopen(req, timeout=60) as response:
+            with urllib.request.urlopen(req, timeout=COMPLETION_S) as response:
                 return json.load(response)
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1)
+        except urllib.error.URLError as exc:
+            refused = isinstance(exc.reason, ConnectionRefusedError)
+            if refused and time.monotonic() - start < ROUTER_UP_S:
+                time.sleep(1)
+                continue
+            waited = time.monotonic() - sent
+            tails = "\n".join(f"--- {e.log_path}\n{e.log_tail()}" for e in engines)
+            raise AssertionError(
+                f"completion through the router failed after {waited:.0f} s: {exc}\n"
+                f"--- router\n{log.read_text()[-2000:]}\n{tails}"
+            ) from exc
+        except TimeoutError as exc:
+            tails = "\n".join(f"--- {e.log_path}\n{e.log_tail()}" for e in engines)
+            raise AssertionError(
+                f"no completion through the router within {COMPLETION_S} s (the KV handover "
+                f"stalled?)\n--- router\n{log.read_text()[-2000:]}\n{tails}"
+            ) from exc
