@@ -19,7 +19,7 @@ TERRAFORM := $(VENV)/bin/terraform
 TF_ENV := TF_DATA_DIR=$(CURDIR)/artifacts/$(ENV)/.terraform $(TERRAFORM) -chdir=terraform/envs/$(ENV)
 
 .PHONY: help setup system-packages engine lint unit test test-engine test-testbed test-e2e testbed-image molecule \
-	test-terraform provision unprovision bench bench-aic validate restart known-hosts deploy destroy plan \
+	test-terraform provision unprovision bench bench-aic validate restart upgrade known-hosts deploy destroy plan \
 	probe examples docs-tables clean
 
 help: ## Show the targets
@@ -121,6 +121,14 @@ validate: setup ## Check ENV's inventory, group_vars and secrets (touches no hos
 
 restart: setup ## Rolling restart of ENV's engines (one host at a time, each checked before the next)
 	$(VFLEET) restart --env $(ENV)
+
+# The check reads the deployed environment (artifacts/$(ENV)) against the pin in its
+# group_vars; exit 1 (something breaks) stops here unless FORCE=1, exit 2 (bad input) always.
+upgrade: setup ## After pinning a new vLLM in ENV's group_vars: check what it breaks and changes, then roll it out
+	@$(VFLEET) upgrade-check --env $(ENV) --gate $(if $(VLLM_VERSION),--to $(VLLM_VERSION)) || { \
+	  rc=$$?; if [ $$rc -eq 1 ] && [ "$(FORCE)" = 1 ]; then echo "FORCE=1: rolling out despite the breaks"; \
+	  else echo "make upgrade: stopped before any host changed (FORCE=1 rolls out anyway)" >&2; exit $$rc; fi; }
+	$(VFLEET) deploy --env $(ENV)
 
 known-hosts: setup ## Record the SSH host keys of ENV's hosts (staging/prod) and print them
 	$(VFLEET) known-hosts --env $(ENV)

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from .deployment import ARTIFACTS, completes, endpoints, main_pid, make, recaps, ssh
+from .deployment import ARTIFACTS, completes, endpoints, main_pid, make, recaps, ssh, vfleet
 
 pytestmark = pytest.mark.testbed
 
@@ -78,17 +78,33 @@ def test_first_deploy_goes_all_the_way(deployed):
     assert "## Concurrency sweep" in text
 
 
+def test_upgrade_check_reads_the_deployed_environment(deployed):
+    """`vfleet upgrade-check --env local`: the engines' rendered files and plan against another
+    recorded release; --gate refuses a target the group_vars do not pin."""
+    assert deployed.returncode == 0
+    plan = json.loads((ARTIFACTS / "plan.json").read_text())
+    out = vfleet("upgrade-check", "--env", "local", "--to", "0.33.0", "--json")
+    assert out.returncode in (0, 1), out.stderr
+    doc = json.loads(out.stdout)
+    assert (doc["from"], doc["to"]) == (plan["vllm_version"], "0.33.0")
+    assert (out.returncode == 1) == bool(doc["breaks"])
+    gate = vfleet("upgrade-check", "--env", "local", "--gate", "--to", "0.33.0")
+    assert gate.returncode == 2 and "set vfleet_vllm_version" in gate.stderr, gate.stderr
+
+
 def test_redeploy_changes_nothing_but_restarts_the_upgraded_engine(deployed):
-    """The second `make deploy`, after a vLLM or model change on h1 (the vllm role's install
-    stamp, as an upgrade leaves it): no playbook changes anything on either host but the
-    restart of h1's engine, in launch's rolling order; h2's engine keeps running. One deploy
-    proves both the idempotence of the rollout and the upgrade's restart."""
+    """The second rollout, `make upgrade`, after a vLLM or model change on h1 (the vllm role's
+    install stamp, as an upgrade leaves it): its check finds nothing to stop for (the pin is
+    the deployed release), then no playbook changes anything on either host but the restart
+    of h1's engine, in launch's rolling order; h2's engine keeps running. One deploy proves
+    the upgrade gate, the idempotence of the rollout and the upgrade's restart."""
     assert deployed.returncode == 0
     eps = endpoints()
     before = {host: main_pid(ep) for host, ep in eps.items()}
     assert ssh("h1", "sleep 1; touch /var/lib/vfleet/vllm-installed").returncode == 0
-    second = make("deploy")
+    second = make("upgrade")
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-2000:]
+    assert "vfleet upgrade-check" in second.stdout and "nothing breaks" in second.stdout
     for book in ("standins-local", "site", "loadtest"):
         changed = recaps(ARTIFACTS / "logs" / f"{book}.log")
         assert changed and set(changed.values()) == {0}, (book, changed)

@@ -49,6 +49,23 @@ def recorded_versions() -> list[str]:
     return sorted(versions, key=parse_version)
 
 
+def exact_record(version: str) -> str | None:
+    """The recorded release that is `version` itself (None when only an older one is)."""
+    wanted = parse_version(version)
+    return next((v for v in recorded_versions() if parse_version(v) == wanted), None)
+
+
+def flag_defaults(version: str) -> dict[str, str | None]:
+    """Each flag of an exactly recorded release with the default its --help printed (None
+    where it printed none: such defaults are resolved at start-up from the model or
+    device)."""
+    recorded = exact_record(version)
+    if recorded is None:
+        return {}
+    flags = _registry()["versions"][recorded]["flags"]
+    return {flag: info.get("default") for flag, info in flags.items()}
+
+
 def flag_set(version: str, probed: tuple[str, ...] = ()) -> FlagSet:
     """The flags `version` accepts; `probed` (the host's own --help=all) wins."""
     if probed:

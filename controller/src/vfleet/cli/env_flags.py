@@ -76,3 +76,25 @@ class PreflightFlags(EnvFlags):
     """print the sweep and every check as JSON"""
     timeout: Timeout = 10.0
     """seconds to reach one host"""
+
+
+class UpgradeCheckFlags(StrictModel):
+    """`vfleet upgrade-check`: an environment's deployment, or a plan on a cluster, against
+    another vLLM release."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    to: Annotated[str, Field(max_length=64)] | None = None
+    """the vLLM release to check the upgrade to (with --env, default: its group_vars pin)"""
+    env: EnvName | None = None
+    """a deployed environment, its plan, facts and rendered files (local | staging | prod)"""
+    root: FilePath | None = None
+    """the bundle (default: $VFLEET_ROOT, else the repository the command runs in)"""
+    plan: FilePath | None = None
+    """a plan JSON from vfleet plan (instead of --env; with --cluster)"""
+    cluster: FilePath | None = None
+    """the plan's cluster YAML or probe facts directory (with --plan)"""
+    as_json: bool = Field(False, alias="json")
+    """print one JSON object"""
+    gate: bool = False
+    """with --env: --to must be the environment's pin (make upgrade checks what it rolls out)"""

@@ -12,6 +12,7 @@ from vfleet.cli import doctor_command as doctor
 from vfleet.cli import env_commands as env
 from vfleet.cli import estimate_command as estimate
 from vfleet.cli import plan_commands as plan
+from vfleet.cli import upgrade_command as upgrade
 from vfleet.errors import UserError
 
 if TYPE_CHECKING:
@@ -127,6 +128,12 @@ TABLE: tuple[Command, ...] = (
         "refit the estimator on an environment's measured runs (its ledger)",
         ("cli.env_flags:CalibrateFlags",),
         env.cmd_calibrate,
+    ),
+    Command(
+        "upgrade-check",
+        "what a vLLM upgrade breaks and changes, before it reaches a host",
+        ("cli.env_flags:UpgradeCheckFlags",),
+        upgrade.run,
     ),
     Command("models", "list the bundled model catalog", (), catalog.cmd_models),
     Command("gpus", "list the GPU catalog", (), catalog.cmd_gpus),

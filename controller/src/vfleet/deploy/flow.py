@@ -62,21 +62,10 @@ def plan(ctx: Context, cluster: Cluster) -> PlanResult:
     """Plan for the environment's model and workload; write artifacts/<env>/plan.json."""
     start = time.monotonic()
     print("==> plan", flush=True)
-    fit, calibrated = calibrate_env.fit_for(ctx)
+    request, calibrated = plan_request(ctx, cluster)
     if calibrated:
         print(f"    using the calibration {calibrated}", flush=True)
-    result = make_plan(
-        PlanRequest(
-            fit=fit,
-            spec=load_model(str(ctx.var("vfleet_model"))),
-            cluster=cluster,
-            workload=load_workload(str(ctx.var("vfleet_workload", "chat"))),
-            traits=traits(ctx.var("vfleet_vllm_version") or cluster.vllm_version),
-            kv_cache_dtype=ctx.var("vfleet_kv_cache_dtype"),
-            pinned=Pinned(**(ctx.var("vfleet_plan_overrides") or {})),
-            mode=serving_mode(ctx),
-        )
-    )
+    result = make_plan(request)
     path = ctx.artifacts / "plan.json"
     path.write_text(json.dumps(result.plan.document(), indent=2) + "\n")
     made = result.plan
@@ -89,16 +78,28 @@ def plan(ctx: Context, cluster: Cluster) -> PlanResult:
     return result
 
 
+def plan_request(ctx: Context, cluster: Cluster) -> tuple[PlanRequest, str]:
+    """How the environment is planned (group_vars, the probed cluster, its calibration),
+    and how its calibration was made ("" without one)."""
+    fit, calibrated = calibrate_env.fit_for(ctx)
+    request = PlanRequest(
+        fit=fit,
+        spec=load_model(str(ctx.var("vfleet_model"))),
+        cluster=cluster,
+        workload=load_workload(str(ctx.var("vfleet_workload", "chat"))),
+        traits=traits(ctx.var("vfleet_vllm_version") or cluster.vllm_version),
+        kv_cache_dtype=ctx.var("vfleet_kv_cache_dtype"),
+        pinned=Pinned(**(ctx.var("vfleet_plan_overrides") or {})),
+        mode=serving_mode(ctx),
+    )
+    return request, calibrated
+
+
 def render(ctx: Context, plan: Plan, cluster: Cluster) -> Rendered:
     """Launch scripts, units and env files for every host into artifacts/<env>/launch."""
     start = time.monotonic()
     print("==> render", flush=True)
-    given = _render_values(ctx)
-    if ctx.api_key_file:
-        # Where vllm_launch writes the key on the hosts; the unit reads it at start.
-        on_hosts = str(ctx.var("vllm_launch_api_key_file", HOST_API_KEY_FILE))
-        given["--api-key-file"] = HOST_API_KEY_FILE if "{{" in on_hosts else on_hosts
-    opts = render_options(plan, given, f"inventories/{ctx.env}/group_vars")
+    opts = render_options(plan, render_values(ctx), render_source(ctx))
     flags = flag_set(plan.vllm_version, cluster.vllm_flags)
     out = ctx.artifacts / "launch"
     rendered = render_into(out, plan, cluster, opts, flags)
@@ -110,7 +111,7 @@ def render(ctx: Context, plan: Plan, cluster: Cluster) -> Rendered:
     return rendered
 
 
-def _render_values(ctx: Context) -> dict[str, Any]:
+def render_values(ctx: Context) -> dict[str, Any]:
     """The render options group_vars set (spec.deploy.RENDER_FIELDS), by `vfleet render`
     flag as render_options takes them; the others keep RenderOptions' defaults."""
     given: dict[str, Any] = {}
@@ -119,7 +120,15 @@ def _render_values(ctx: Context) -> dict[str, Any]:
         if value is not None:
             flag = RenderOptions.model_fields[option].alias or option
             given[flag] = list(value) if suffix is None else str(value) + suffix
+    if ctx.api_key_file:
+        # Where vllm_launch writes the key on the hosts; the unit reads it at start.
+        on_hosts = str(ctx.var("vllm_launch_api_key_file", HOST_API_KEY_FILE))
+        given["--api-key-file"] = HOST_API_KEY_FILE if "{{" in on_hosts else on_hosts
     return given
+
+
+def render_source(ctx: Context) -> str:
+    return f"inventories/{ctx.env}/group_vars"
 
 
 def _timed(ctx: Context, name: str, start: float) -> None:
