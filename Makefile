@@ -28,7 +28,7 @@ help: ## Show the targets
 $(VENV)/.installed: controller/pyproject.toml controller/devtools/pyproject.toml tools/testbed/pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e 'controller[dev,ops]'
+	$(VENV)/bin/pip install -q -e 'controller[dev,ops,kubernetes]'
 	$(VENV)/bin/pip install -q -e controller/devtools
 	$(VENV)/bin/pip install -q -e tools/testbed
 	@touch $@
@@ -139,8 +139,8 @@ deploy: $(if $(filter local,$(ENV)),system-packages) setup $(if $(filter local,$
 destroy: setup ## Remove the hosts and what `make deploy` made; the ledger and reports stay unless PURGE=1 (ENV=...)
 	$(VFLEET) destroy --env $(ENV)$(if $(filter 1,$(PURGE)), --purge)
 
-plan: setup ## Plan and render from the probed facts; changes nothing on the hosts (ENV=...)
-	$(VFLEET) plan-env --env $(ENV)
+plan: setup ## Plan and render from the probed facts; changes nothing on the hosts (ENV=..., TARGET=lws adds Kubernetes manifests)
+	$(VFLEET) plan-env --env $(ENV)$(if $(TARGET), --target $(TARGET))
 
 probe: $(if $(filter local,$(ENV)),system-packages) setup $(if $(filter local,$(ENV)),engine testbed-image) ## Provision, install and probe only (ENV=...)
 	$(VFLEET) probe --env $(ENV)

@@ -43,17 +43,18 @@ def cmd_probe(namespace: argparse.Namespace) -> int:
 
 
 def cmd_plan_env(namespace: argparse.Namespace) -> int:
-    from vfleet.cli.env_flags import DeployFlags
+    from vfleet.cli.env_flags import PlanEnvFlags
     from vfleet.cli.from_model import from_namespace
     from vfleet.deploy import pipeline
 
-    args = from_namespace(DeployFlags, namespace)
+    args = from_namespace(PlanEnvFlags, namespace)
     return pipeline.deploy(
         args.env,
         plan_only=True,
         root=args.root,
         allow_partial=args.allow_partial_facts,
         allow_degraded=args.allow_degraded,
+        target=args.target,
     )
 
 

@@ -5,7 +5,7 @@ a planning command, which imports that module, does not build these as well."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -37,6 +37,14 @@ class DeployFlags(EnvFlags):
     """plan even if a host's probe failed (hosts it saw no GPU on are left out)"""
     allow_degraded: bool = False
     """plan on hosts that failed a health check too (loudly; see vfleet preflight)"""
+
+
+class PlanEnvFlags(DeployFlags):
+    """`vfleet plan-env`."""
+
+    target: Literal["hosts", "lws"] = "hosts"
+    """hosts: the launch files only; lws: Kubernetes LeaderWorkerSet manifests too, into
+    artifacts/ENV/lws (their inputs: group_vars vfleet_kubernetes)"""
 
 
 class DestroyFlags(EnvFlags):

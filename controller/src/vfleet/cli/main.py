@@ -68,8 +68,13 @@ TABLE: tuple[Command, ...] = (
     ),
     Command(
         "render",
-        "write per-host launch scripts and systemd units",
-        ("documents.render:RenderFlags", "documents.render:RenderOptions", SPECULATIVE),
+        "write per-host launch scripts and units, or Kubernetes manifests (--target lws)",
+        (
+            "documents.render:RenderFlags",
+            "documents.render:RenderOptions",
+            SPECULATIVE,
+            "documents.lws:LwsOptions",
+        ),
         plan.run_render,
     ),
     Command(
@@ -96,7 +101,7 @@ TABLE: tuple[Command, ...] = (
     Command(
         "plan-env",
         "plan and render from the probed facts; no host changes",
-        ("cli.env_flags:DeployFlags",),
+        ("cli.env_flags:PlanEnvFlags",),
         env.cmd_plan_env,
     ),
     Command(

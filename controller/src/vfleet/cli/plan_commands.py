@@ -18,8 +18,14 @@ from typing import TYPE_CHECKING, Any
 from vfleet.errors import UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from vfleet.catalog.flag_registry import FlagSet
+    from vfleet.documents.lws import LwsOptions
     from vfleet.documents.plan import Plan, Speculative
+    from vfleet.documents.render import RenderOptions
     from vfleet.documents.requests import SpeculativeOptions
+    from vfleet.topology.cluster import Cluster
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -97,7 +103,8 @@ def run_render(args: argparse.Namespace) -> int:
     from vfleet.render.write import check_out
 
     a = from_namespace(RenderFlags, args)
-    check_out(a.out)
+    lws = _lws_options(args, a.target)
+    check_out(a.out, owns=_owns(a.target))
     plan = load_plan(a.plan)
     draft = from_namespace(SpeculativeOptions, args)
     if draft.given:
@@ -106,6 +113,8 @@ def run_render(args: argparse.Namespace) -> int:
     vllm_flags = flag_set(plan.vllm_version, cluster.vllm_flags if a.facts else ())
     given = {**flag_values(RenderOptions, args), "--plan": a.plan.name}
     opts = render_options(plan, given, "vfleet render")
+    if lws is not None:
+        return _render_lws(a.out, plan, cluster, opts, lws, vllm_flags)
     rendered = render_into(a.out, plan, cluster, opts, vllm_flags)
     modes = sorted(set(rendered.mode_by_replica.values()))
     print(
@@ -115,6 +124,55 @@ def run_render(args: argparse.Namespace) -> int:
     for ep in rendered.endpoints:
         print(f"  {ep['engine']}: {ep['url']}  ({ep['mode']}, hosts {', '.join(ep['hosts'])})")
     print(f"files under {a.out}")
+    return 0
+
+
+def _lws_options(args: argparse.Namespace, target: str) -> LwsOptions | None:
+    """The Kubernetes inputs with --target lws; refused without it, where they would be
+    silently unused."""
+    from vfleet.cli.from_model import flag_values, from_namespace
+    from vfleet.documents.lws import LwsOptions
+
+    given = flag_values(LwsOptions, args)
+    defaults = {name: field.get_default() for name, field in LwsOptions.model_fields.items()}
+    set_here = sorted(k for k, v in given.items() if v not in (defaults.get(k), [], ()))
+    if target != "lws":
+        if set_here:
+            flag = "--" + set_here[0].replace("_", "-")
+            raise UserError(f"{flag} is a Kubernetes input: add --target lws, or drop it")
+        return None
+    if getattr(args, "api_key_file", None):
+        raise UserError(
+            "--api-key-file names a file on hosts: with --target lws give --api-key-secret "
+            "(a Secret whose key `key` holds the API key)"
+        )
+    return from_namespace(LwsOptions, args)
+
+
+def _owns(target: str) -> Callable[[Path], bool]:
+    from vfleet.kubernetes.lws_render import is_manifest
+    from vfleet.render.write import host_render_owns
+
+    return is_manifest if target == "lws" else host_render_owns
+
+
+def _render_lws(
+    out: Path, plan: Plan, cluster: Cluster, opts: RenderOptions, lws: LwsOptions, flags: FlagSet
+) -> int:
+    from vfleet.kubernetes.lws_render import render_lws
+
+    pools = render_lws(out, plan, cluster, opts, lws, flags)
+    print(
+        f"rendered {len(pools)} LeaderWorkerSet(s) for vLLM {plan.vllm_version} (flag set "
+        f"{flags.summary}), every manifest checked against its schema"
+    )
+    for g in pools:
+        pool = f"{g.pool} pool, " if g.pool else ""
+        print(
+            f"  {g.name}: {pool}{g.replicas} group(s) of {g.size} pod(s) x {g.gpus} GPU(s), "
+            f"{g.mode}"
+        )
+    print(f"files under {out}: kubectl apply -k {out}")
     return 0
 
 

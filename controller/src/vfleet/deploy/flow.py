@@ -111,6 +111,24 @@ def render(ctx: Context, plan: Plan, cluster: Cluster) -> Rendered:
     return rendered
 
 
+def kubernetes(ctx: Context, plan: Plan, cluster: Cluster) -> None:
+    """The same plan as LeaderWorkerSet manifests into artifacts/<env>/lws, from the
+    environment's render values and its vfleet_kubernetes inputs."""
+    from vfleet.documents.lws import LwsOptions
+    from vfleet.kubernetes.lws_render import render_lws
+
+    start = time.monotonic()
+    print("==> kubernetes", flush=True)
+    opts = render_options(plan, render_values(ctx), render_source(ctx))
+    lws = LwsOptions.model_validate(ctx.var("vfleet_kubernetes") or {})
+    flags = flag_set(plan.vllm_version, cluster.vllm_flags)
+    out = ctx.artifacts / "lws"
+    pools = render_lws(out, plan, cluster, opts, lws, flags)
+    shapes = ", ".join(f"{g.name} {g.replicas} x {g.size} pod(s)" for g in pools)
+    print(f"    {shapes}, every manifest checked ({ctx.shown(out)})")
+    _timed(ctx, "kubernetes", start)
+
+
 def render_values(ctx: Context) -> dict[str, Any]:
     """The render options group_vars set (spec.deploy.RENDER_FIELDS), by `vfleet render`
     flag as render_options takes them; the others keep RenderOptions' defaults."""

@@ -43,6 +43,7 @@ class Run:
     allow_partial: bool = False
     allow_degraded: bool = False
     purge: bool = False
+    target: str = "hosts"  # plan-env: "lws" writes Kubernetes manifests as well
     probed: Probed | None = None
     planned: PlanResult | None = None
     rendered: Rendered | None = None
@@ -112,6 +113,11 @@ def _render(run: Run) -> None:
     assert run.planned is not None and run.probed is not None
     run.rendered = flow.render(run.ctx, run.planned.plan, run.probed.cluster)
     run.endpoints = run.rendered.endpoints
+
+
+def _kubernetes(run: Run) -> None:
+    assert run.planned is not None and run.probed is not None
+    flow.kubernetes(run.ctx, run.planned.plan, run.probed.cluster)
 
 
 def _launch(run: Run) -> None:
@@ -219,6 +225,7 @@ JOURNEYS: dict[str, list[Phase]] = {
     "plan-env": [
         Phase("engine", _engine_ready, _local),
         *PLAN,
+        Phase("kubernetes", _kubernetes, lambda run: run.target == "lws"),
         Phase("summary", lambda run: _plan_only_summary(run)),
     ],
     "destroy": [
@@ -237,6 +244,8 @@ def _plan_only_summary(run: Run) -> None:
         f"plan: {art / 'plan.json'}; health checks: {art / 'health.json'}; "
         f"launch files: {art / 'launch'}"
     )
+    if run.target == "lws":
+        where += f"; Kubernetes manifests: {art / 'lws'}"
     print(f"\n{where} (nothing was changed on the hosts)")
     print_summary(run.ctx, [])
 
@@ -278,10 +287,11 @@ def deploy(
     root: Path | str | None = None,
     allow_partial: bool = False,
     allow_degraded: bool = False,
+    target: str = "hosts",
 ) -> int:
     command = "probe" if probe_only else "plan-env" if plan_only else "deploy"
     ctx = load_context(env, root, announce=command == "deploy")
-    return run_journey(Run(ctx, command, allow_partial, allow_degraded))
+    return run_journey(Run(ctx, command, allow_partial, allow_degraded, target=target))
 
 
 def destroy(env: str, root: Path | str | None = None, purge: bool = False) -> int:

@@ -32,6 +32,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
+from vfleet.documents.lws import LwsOptions
 from vfleet.documents.plan import BlockSize, Version
 from vfleet.documents.render import RenderOptions, check_extra_args
 from vfleet.errors import UserError
@@ -157,6 +158,8 @@ class DeployVars(StrictModel):
     """the networks the API is open to, in CIDR form (e.g. [10.0.0.0/8])"""
     vfleet_allow_ssh_commands: bool | None = None
     """true to let SSH options run commands on this machine (ProxyCommand, ...), warned each time"""
+    vfleet_kubernetes: LwsOptions | None = None
+    """`make plan TARGET=lws`'s inputs, by `vfleet render` flag without -- (e.g. {image: ...})"""
 
 
 # ---- inventories ------------------------------------------------------------------------

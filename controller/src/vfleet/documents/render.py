@@ -169,6 +169,9 @@ class RenderFlags(StrictModel):
     """cluster spec YAML"""
     out: FilePath
     """e.g. artifacts/<env>/launch"""
+    target: Literal["hosts", "lws"] = "hosts"
+    """hosts: launch scripts and systemd units per host; lws: Kubernetes LeaderWorkerSet
+    manifests (the flags from --image on)"""
     allow_partial_facts: bool = False
     """render even if a host's probe failed or measured nothing"""
 

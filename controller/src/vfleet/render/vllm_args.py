@@ -15,7 +15,10 @@ from vfleet.catalog.releases import parse_version
 from vfleet.documents.plan import Plan, Speculative
 from vfleet.documents.render import model_folder
 from vfleet.errors import UserError
+from vfleet.render.env_file import ALL2ALL_ENV
 from vfleet.render.types import Flag, RenderOptions
+
+ALL2ALL_FLAG = (0, 11, 1)  # first release with --all2all-backend (before: an env var)
 
 
 class FlagCollector:
@@ -103,3 +106,19 @@ def _speculative_flag(
     )
     # JSON, one argument: the template shell-quotes it.
     f.add("--speculative-config", conf, f"plan: speculative decoding ({sp.method})")
+
+
+def expert_flags(
+    f: FlagCollector, plan: Plan, dp: int, release: tuple[int, int, int], all2all: str
+) -> list[tuple[str, str]]:
+    """Expert parallelism's flags; returns the environment it needs besides (the all-to-all
+    backend was a variable before it was a flag)."""
+    if not plan.enable_expert_parallel:
+        return []
+    f.add("--enable-expert-parallel", None, "plan: EP inside a fast domain")
+    if dp <= 1:
+        return []
+    if release >= ALL2ALL_FLAG:
+        f.add("--all2all-backend", all2all, "EP dispatch")
+        return []
+    return [(ALL2ALL_ENV, all2all)]

@@ -16,7 +16,7 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from vfleet.errors import UserError
@@ -40,7 +40,14 @@ def _symlink_on_the_way(out: Path) -> Path | None:
     return None
 
 
-def check_out(out: Path) -> Path:
+def host_render_owns(entry: Path) -> bool:
+    """What a host render leaves at the top of --out: its top files and one folder per host."""
+    if entry.name in TOP_FILES:
+        return entry.is_file()
+    return bool(_LABEL.fullmatch(entry.name)) and entry.is_dir() and not entry.is_symlink()
+
+
+def check_out(out: Path, owns: Callable[[Path], bool] = host_render_owns) -> Path:
     """The resolved `--out`, or a UserError if it cannot be a render's directory.
 
     A link on the way is refused: a render replaces the whole directory, and a `--out`
@@ -69,12 +76,7 @@ def check_out(out: Path) -> Path:
             f"--out {out} is {real}: pass a directory of its own, e.g. artifacts/launch"
         )
     if real.is_dir():
-        strangers = sorted(
-            entry.name
-            for entry in real.iterdir()
-            if not (entry.name in TOP_FILES and entry.is_file())
-            and not (_LABEL.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink())
-        )
+        strangers = sorted(entry.name for entry in real.iterdir() if not owns(entry))
         if strangers:
             raise UserError(
                 f"--out {out} holds {strangers[0]!r}, which no render wrote, and a render "
@@ -107,9 +109,12 @@ def _write(path: Path, content: str, mode: int) -> None:
         handle.write(content)
 
 
-def write_render(out: Path, files: Mapping[str, str]) -> Path:
-    """Replace `out` with exactly `files` (relative path -> text); returns the resolved out."""
-    real = check_out(out)
+def write_render(
+    out: Path, files: Mapping[str, str], owns: Callable[[Path], bool] = host_render_owns
+) -> Path:
+    """Replace `out` with exactly `files` (relative path -> text); returns the resolved out.
+    `owns` says which entries an earlier render of the same kind left there."""
+    real = check_out(out, owns)
     try:
         real.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{real.name}.new-", dir=real.parent))

@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from vfleet.catalog.flag_registry import FlagSet
 from vfleet.documents.plan import Plan
 from vfleet.documents.render import check_extra_args
-from vfleet.render.env_file import ALL2ALL_ENV, engine_env
+from vfleet.render.env_file import engine_env
 from vfleet.render.ports import PortBook
 from vfleet.render.types import EngineOnHost, Placement, RenderOptions
-from vfleet.render.vllm_args import FlagCollector, common_flags
+from vfleet.render.vllm_args import FlagCollector, common_flags, expert_flags
 from vfleet.topology.cluster import Cluster, Node
 
 MP_MULTINODE = (0, 11, 1)  # first release whose mp backend spans hosts
-ALL2ALL_FLAG = (0, 11, 1)  # first release with --all2all-backend (before: an env var)
 
 
 @dataclass(frozen=True)
@@ -100,16 +99,9 @@ class Replica:
         return f
 
     def expert_flags(self, f: FlagCollector, engine: EngineOnHost) -> None:
-        if not self.run.plan.enable_expert_parallel:
-            return
-        f.add("--enable-expert-parallel", None, "plan: EP inside a fast domain")
-        if self.run.dp <= 1:
-            return
-        backend = self.run.opts.all2all_backend
-        if self.run.release >= ALL2ALL_FLAG:
-            f.add("--all2all-backend", backend, "EP dispatch")
-        else:
-            engine.env.append((ALL2ALL_ENV, backend))
+        engine.env += expert_flags(
+            f, self.run.plan, self.run.dp, self.run.release, self.run.opts.all2all_backend
+        )
 
     def finish(self, engine: EngineOnHost, f: FlagCollector) -> EngineOnHost:
         """Seal the engine's flags; operator extras may not repeat or contradict them."""
