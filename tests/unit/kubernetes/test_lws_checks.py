@@ -163,6 +163,7 @@ def test_hostile_values_stay_inert_in_yaml_and_in_the_shell(
         (["--node-selector", "gpu"], "--node-selector"),
         (["--rdma-resource", "kubernetes.io/ib"], "--rdma-resource"),
         (["--topology", "a b"], "--topology"),
+        (["--topology", "example.com/rack"], "--queue"),
         (["--load-gbps", "0"], "--load-gbps"),
         (["--kubernetes-version", "1.99"], "1.99"),
         (["--router-package", "vllm-router; rm -rf /"], "--router-package"),
@@ -178,6 +179,27 @@ def test_bad_inputs_get_one_line_and_nothing_written(
     code, _, err = render_lws(plan, cluster, out, *flags)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
     assert "Traceback" not in err and not out.exists()
+
+
+def test_kueue_labels_each_group_and_pins_it_to_a_topology_domain(
+    planned: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    plan, cluster = planned["dp16-ep-two-nodes"]
+    out = tmp_path / "lws"
+    code, _, err = render_lws(plan, cluster, out, "--queue", "gpu-team",
+                              "--topology", "example.com/block", "--exclusive-topology", "example.com/rack",
+                              "--node-selector", "nvidia.com/gpu.product=NVIDIA-H200")  # fmt: skip
+    assert code == 0, err
+    body = yaml.safe_load(next(out.glob("leaderworkerset-*.yaml")).read_text())
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-team"
+    assert body["metadata"]["annotations"] == {
+        "leaderworkerset.sigs.k8s.io/exclusive-topology": "example.com/rack"
+    }
+    for role in ("leaderTemplate", "workerTemplate"):
+        template = body["spec"]["leaderWorkerTemplate"][role]
+        annotations = template["metadata"]["annotations"]
+        assert annotations == {"kueue.x-k8s.io/podset-required-topology": "example.com/block"}
+        assert template["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
 
 
 def test_kubernetes_inputs_without_the_target_are_refused(

@@ -94,6 +94,11 @@ def manifests_for(
     """Every file of the render (name -> text), checked; and the groups, for the summary."""
     from vfleet.kubernetes.schema_checks import validate
 
+    if lws.topology and not lws.queue:
+        raise UserError(
+            "--topology is read by Kueue, which admits only workloads with a queue: name the "
+            "--queue too (or use --exclusive-topology, which LWS itself enforces)"
+        )
     base = lws.lws_name or base_name(opts.served_model_name)
     pools = groups(plan, cluster, base, opts.backend)
     bodies: list[dict[str, Any]] = []
