@@ -186,9 +186,10 @@ def test_kueue_labels_each_group_and_pins_it_to_a_topology_domain(
 ) -> None:
     plan, cluster = planned["dp16-ep-two-nodes"]
     out = tmp_path / "lws"
-    code, _, err = render_lws(plan, cluster, out, "--queue", "gpu-team",
-                              "--topology", "example.com/block", "--exclusive-topology", "example.com/rack",
-                              "--node-selector", "nvidia.com/gpu.product=NVIDIA-H200")  # fmt: skip
+    flags = ["--queue", "gpu-team", "--topology", "example.com/block"]
+    flags += ["--exclusive-topology", "example.com/rack"]
+    flags += ["--node-selector", "nvidia.com/gpu.product=NVIDIA-H200"]
+    code, _, err = render_lws(plan, cluster, out, *flags)
     assert code == 0, err
     body = yaml.safe_load(next(out.glob("leaderworkerset-*.yaml")).read_text())
     assert body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-team"
