@@ -31,3 +31,25 @@ def test_plan_env_without_the_target_writes_no_manifests(tmp_path):
     ctx = deploy_context(tmp_path, {})
     assert run_journey(Run(ctx, "plan-env")) == 0
     assert not (ctx.artifacts / "lws").exists()
+
+
+def test_bad_kubernetes_inputs_in_group_vars_are_named_in_one_line():
+    from pydantic import ValidationError
+
+    from vfleet.documents.deploy import DeployVars
+    from vfleet.inputs.files import Document
+    from vfleet.inputs.validate import describe
+
+    for bad, needle in (
+        ({"image": "bad image"}, "vfleet_kubernetes.image: must be an image reference"),
+        ({"imgae": "x"}, "vfleet_kubernetes.imgae: unknown key: did you mean 'image'?"),
+        ({"node_selector": ["gpu"]}, "vfleet_kubernetes.node_selector[0]: must be KEY=VALUE"),
+    ):
+        values = {"vfleet_kubernetes": bad}
+        try:
+            DeployVars.model_validate(values)
+        except ValidationError as exc:
+            line = describe(exc, DeployVars, Document(values, "group_vars/all.yml"))
+        else:
+            raise AssertionError(f"{bad} was accepted")
+        assert needle in line and "\n" not in line and line.count(", got ") <= 1, line

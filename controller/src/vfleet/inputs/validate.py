@@ -128,8 +128,8 @@ def describe(exc: ValidationError, model: type[BaseModel], doc: Document) -> str
         return f"{where}: {_dotted(path)}: unknown key: {advice}"
     message = "is missing" if kind == "missing" else error["msg"].removeprefix("Value error, ")
     # A rule about a whole mapping (a model validator) says what is wrong in its message;
-    # "got a mapping" after it says nothing more.
-    if kind != "missing" and not isinstance(error.get("input"), dict):
+    # "got a mapping" after it says nothing more. A flag's rule already names the value.
+    if kind != "missing" and not isinstance(error.get("input"), dict) and ", got " not in message:
         message += f", got {_shown(error.get('input'))}"
     hint = _description(model, path)
     return f"{where}: {_dotted(path)}: {message}" + (f"; expected {hint}" if hint else "")
