@@ -139,14 +139,34 @@ def test_the_rendered_pair_moves_the_kv_through_the_rendered_router(tmp_path, ti
             start_new_session=True,
         )
         try:
-            body = _complete_through(port, router, tmp_path / "router.log", (prefill, decode))
+            for attempt in range(1, HANDSHAKE_TRIES + 1):
+                before = _by_source(decode.metrics_text())
+                try:
+                    body = _complete_through(
+                        port, router, tmp_path / "router.log", (prefill, decode)
+                    )
+                    break
+                except urllib.error.HTTPError as exc:
+                    # The decode engine gives the prefill engine's side channel 5 s (fixed
+                    # in vLLM) to answer the first handshake; on two cores shared with the
+                    # test-host tier it has missed that once (zmq "Resource temporarily
+                    # unavailable", HTTP 500). The failed handshake is not cached: the
+                    # next request handshakes afresh. The counters are read around the
+                    # request that succeeds.
+                    logs = "\n".join(e.log_tail() for e in (prefill, decode))
+                    if exc.code == 500 and "handshake_failed" in logs and attempt < HANDSHAKE_TRIES:
+                        continue
+                    raise AssertionError(
+                        f"completion {attempt} through the router failed: {exc}\n{logs}"
+                    ) from exc
         finally:
             router.terminate()
             router.wait(timeout=30)
         prompt_tokens = body["usage"]["prompt_tokens"]
-        decoded = _by_source(decode.metrics_text())
-        assert decoded.get("external_kv_transfer") == prompt_tokens, decoded
-        assert decoded.get("local_compute") == 0, decoded
+        after = _by_source(decode.metrics_text())
+        decoded = {k: v - before.get(k, 0.0) for k, v in after.items()}
+        assert decoded.get("external_kv_transfer") == prompt_tokens, (before, after)
+        assert decoded.get("local_compute") == 0, (before, after)
         moved = _samples(decode.metrics_text(), "vllm:nixl_bytes_transferred_sum")
         assert sum(moved.values()) > 0, moved
         assert _by_source(prefill.metrics_text()).get("local_compute", 0) >= prompt_tokens
@@ -171,8 +191,8 @@ def _with_long_lease(argv: list[str]) -> str:
     The prefill engine keeps a finished prompt's KV for the lease and frees it unread when no
     decode engine has pulled it by then. On a GPU the first pull (the NIXL agents' handshake)
     takes a second; on two cores shared with the test-host tier it has taken 30 s and more,
-    and the lease ran out just as the pull began. Only the duration changes; every rendered field is
-    kept and checked below.
+    and the lease ran out just as the pull began. Only the duration changes; every rendered
+    field is kept and checked below.
     """
     config = json.loads(argv[argv.index("--kv-transfer-config") + 1])
     assert config["kv_connector_extra_config"]["kv_lease_duration"] == 30, config
@@ -183,6 +203,7 @@ def _with_long_lease(argv: list[str]) -> str:
 # The router comes up in seconds; a first handover between two engines on two busy cores
 # has taken up to a minute (NIXL connects its agents on the first transfer).
 ROUTER_UP_S = 60
+HANDSHAKE_TRIES = 3
 COMPLETION_S = 150
 LEASE_S = COMPLETION_S  # the KV waits for the decode engine as long as the test waits for it
 
@@ -206,6 +227,8 @@ def _complete_through(
             with urllib.request.urlopen(req, timeout=COMPLETION_S) as response:
                 return json.load(response)
         except urllib.error.URLError as exc:
+            if isinstance(exc, urllib.error.HTTPError) and exc.code == 500:
+                raise  # the caller decides whether the engines' logs allow another try
             refused = isinstance(exc.reason, ConnectionRefusedError)
             if refused and time.monotonic() - start < ROUTER_UP_S:
                 time.sleep(1)
