@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Run `molecule test` for every scenario of every role (or of the roles named as arguments),
 # one after another on the testbed. Prints each scenario's time and result, keeps each log
-# in artifacts/molecule/<role>-<scenario>.log, and exits non-zero if any scenario failed. Needs root (the testbed) and the ops extras in .venv
-# (pip install -e 'controller[dev,ops]').
+# in artifacts/molecule/<role>-<scenario>.log, and exits non-zero if any scenario failed.
+# Needs root (the testbed) and the ops extras in .venv (pip install -e 'controller[dev,ops]').
+#
+# Shared queue: with VFLEET_MOLECULE_CLAIMS naming a folder, several runs of this script
+# (make test's two lanes) share one list of roles. Each run claims a role before running it
+# (mkdir in that folder, which only one run can win) and skips roles another run claimed,
+# so whichever lane is free takes the next role. Roles are taken longest first.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root=$PWD
@@ -21,7 +26,8 @@ mkdir -p "$logs"
 # What one scenario hands to a later one in this run (the vLLM venv the vllm scenario
 # installed, for vllm_launch: ansible/molecule/vllm-venv-handover.yml); emptied before and
 # after, so nothing outlives the run it was made in.
-export VFLEET_MOLECULE_HANDOVER=$logs/handover
+# One folder per run of this script: two runs sharing a queue must not empty each other's.
+export VFLEET_MOLECULE_HANDOVER=$logs/handover-$$
 rm -rf "$VFLEET_MOLECULE_HANDOVER"
 mkdir -p "$VFLEET_MOLECULE_HANDOVER"
 trap 'rm -rf "$VFLEET_MOLECULE_HANDOVER"' EXIT
@@ -36,6 +42,52 @@ else
     roles+=("${role%%/*}")
   done
 fi
+# Longest first (measured on CI's two cores, 2026-12), so that a queue shared by two lanes
+# ends with short scenarios on both; roles not listed follow in name order.
+longest_first=(vllm loadtest vllm_router nvidia_driver firewall common nccl topology_probe)
+ordered=()
+for role in "${longest_first[@]}"; do
+  for named in "${roles[@]}"; do
+    [ "$named" = "$role" ] && ordered+=("$role")
+  done
+done
+for named in "${roles[@]}"; do
+  [[ " ${longest_first[*]} " == *" $named "* ]] || ordered+=("$named")
+done
+roles=("${ordered[@]}")
+# vllm_launch starts from the venv the vllm scenario hands over in the same run
+# (vllm-venv-handover.yml), so the run that claims vllm runs vllm_launch straight after.
+claim_key() {
+  case $1 in
+    vllm_launch) echo vllm ;;
+    *) echo "$1" ;;
+  esac
+}
+claims=${VFLEET_MOLECULE_CLAIMS:-}
+owned=" "
+claimed_here() {
+  local key
+  key=$(claim_key "$1")
+  [ -z "$claims" ] && return 0
+  [[ "$owned" == *" $key "* ]] && return 0
+  mkdir "$claims/$key" 2>/dev/null || return 1
+  owned+="$key "
+}
+[ -z "$claims" ] || mkdir -p "$claims"
+# vllm_launch directly after vllm, in whichever run claims vllm.
+with_launch=()
+for role in "${roles[@]}"; do
+  [ "$role" = vllm_launch ] && continue
+  with_launch+=("$role")
+  if [ "$role" = vllm ] && [[ " ${roles[*]} " == *" vllm_launch "* ]]; then
+    with_launch+=(vllm_launch)
+  fi
+done
+# vllm_launch named without vllm still runs (it installs vLLM itself then).
+if [[ " ${roles[*]} " == *" vllm_launch "* && " ${roles[*]} " != *" vllm "* ]]; then
+  with_launch+=(vllm_launch)
+fi
+roles=("${with_launch[@]}")
 if [ ${#roles[@]} -eq 0 ]; then
   echo "molecule-all: no role has a molecule/default scenario" >&2
   exit 1
@@ -44,6 +96,7 @@ fi
 failed=0
 summary=()
 for role in "${roles[@]}"; do
+  claimed_here "$role" || continue
   dir=ansible/roles/$role
   if [ ! -f "$dir/molecule/default/molecule.yml" ]; then
     echo "molecule-all: $dir has no molecule/default scenario" >&2
@@ -68,6 +121,6 @@ for role in "${roles[@]}"; do
   done
 done
 
-echo "=== molecule scenarios"
-printf '%s\n' "${summary[@]}"
+echo "=== molecule scenarios${claims:+ run by this lane}"
+[ ${#summary[@]} -eq 0 ] || printf '%s\n' "${summary[@]}"
 exit "$failed"

@@ -8,7 +8,9 @@
 # The whole suite: `prepare` (lint, the vLLM CPU venv, the oracle's release sources, the
 # test-host image and the tiny models, side by side), then `unit` on every core, then two
 # lanes at once: `engine` followed by `molecule`, and `testbed` (the testbed's own tests and
-# the deploy scenarios). Each lane keeps one core busy most of the time (an engine on the CPU,
+# the deploy scenarios) followed by `molecule` too. The two molecule tiers share one queue of
+# roles (scripts/molecule-all.sh, VFLEET_MOLECULE_CLAIMS): the engine lane starts on it long
+# before the testbed lane is done, and the testbed lane takes what is left. Each lane keeps one core busy most of the time (an engine on the CPU,
 # pip, Ansible), so on two cores the lanes overlap instead of waiting on each other. They
 # share nothing they write: the engine tests run their servers on loopback, each testbed has
 # its own network namespaces, and what both read (the venv, the wheelhouse, the image, the
@@ -24,7 +26,9 @@ venv=${VENV:-$PWD/.venv}
 workers=${VFLEET_TEST_WORKERS:-auto}
 pytest=("$venv/bin/pytest" -q --durations=10)
 results=$(mktemp -d)
-trap 'rm -rf "$results"' EXIT
+# The molecule queue both lanes take roles from (used only when the lanes run side by side).
+claims=$(mktemp -d)
+trap 'rm -rf "$results" "$claims"' EXIT
 
 run_tier() {
   case $1 in
@@ -35,6 +39,7 @@ run_tier() {
     engine) "${pytest[@]}" -m "engine" tests ;;
     testbed) "${pytest[@]}" -m "testbed and not engine" tests ;;
     molecule) bash scripts/molecule-all.sh ;;
+    molecule-shared) VFLEET_MOLECULE_CLAIMS=$claims bash scripts/molecule-all.sh ;;
     *)
       echo "test-tiers: unknown tier '$1' (prepare, unit, engine, testbed, molecule)" >&2
       return 2
@@ -51,7 +56,7 @@ timed_tier() {
   # A copy of the tier's output is kept so the summary can repeat what failed: CI shows only
   # the end of a long log, and the failures of a tier that ran beside another scroll away.
   if [ -n "$prefix" ]; then
-    run_tier "$tier" 2>&1 | tee "$results/$order.log" | sed -u "s/^/[$tier] /"
+    run_tier "$tier" 2>&1 | tee "$results/$order.log" | sed -u "s/^/[$tier, $prefix] /"
     rc=${PIPESTATUS[0]}
   else
     run_tier "$tier" 2>&1 | tee "$results/$order.log"
@@ -77,9 +82,10 @@ else
       timed_tier 4 molecule ""
       timed_tier 5 testbed ""
     else
-      (timed_tier 3 engine "lane 1"; timed_tier 4 molecule "lane 1") &
+      (timed_tier 3 engine "lane 1"; timed_tier 4 molecule-shared "lane 1") &
       lane1=$!
       timed_tier 5 testbed "lane 2"
+      timed_tier 6 molecule-shared "lane 2"
       wait "$lane1"
     fi
   else
@@ -93,15 +99,16 @@ echo "=== make test: each tier's wall time"
 for file in $(ls "$results" | grep -v '\.log$' | sort -n); do
   read -r _ verdict tier took rc <"$results/$file"
   if [ "$verdict" = PASS ]; then
-    printf 'PASS  %-9s %5d s  (%d min %02d s)\n' "$tier" "$took" $((took / 60)) $((took % 60))
+    printf 'PASS  %-16s %5d s  (%d min %02d s)\n' "$tier" "$took" $((took / 60)) $((took % 60))
   else
-    printf 'FAIL  %-9s %5d s  (exit %d)\n' "$tier" "$took" "$rc"
+    printf 'FAIL  %-16s %5d s  (exit %d)\n' "$tier" "$took" "$rc"
     failed=1
   fi
 done
-printf 'wall            %5d s  (%d min %02d s)\n' "$total" $((total / 60)) $((total % 60))
+printf 'wall                   %5d s  (%d min %02d s)\n' "$total" $((total / 60)) $((total % 60))
 if [ $# -eq 0 ] && [ "${VFLEET_TEST_LANES:-2}" != 1 ]; then
-  echo "(engine then molecule ran beside testbed: the wall time is less than the sum)"
+  echo "(engine then molecule ran beside testbed then molecule, the two molecule tiers taking"
+  echo " roles from one queue: the wall time is less than the sum)"
 fi
 # What failed, tier by tier: pytest's short summary lines and molecule's FAIL lines.
 for file in $(ls "$results" | grep -v '\.log$' | sort -n); do
