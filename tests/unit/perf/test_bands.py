@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from vfleet.perf import bands
@@ -24,13 +25,36 @@ def test_regime(input_len, output_len, nodes, want):
     assert bands.regime(input_len, output_len, nodes) == want
 
 
-def test_bands_are_the_10th_and_90th_percentiles_of_the_ratios_per_regime():
-    ratios = [0.5 + i / 100 for i in range(101)]  # 0.50 .. 1.50
+def test_bands_are_the_conformal_order_statistics_of_the_ratios_per_regime():
+    ratios = [0.5 + i / 100 for i in range(101)]  # 0.50 .. 1.50, shuffled below
+    ratios = ratios[::2] + ratios[1::2]
     table = bands.bands_from_residuals([("decode-bound", r) for r in ratios])
     band = table["decode-bound"]
     assert band.points == 101 and table[bands.POOLED].points == 101
-    # Percentiles are taken on log ratios, so they land near, not at, 0.6 and 1.4.
-    assert 0.58 < band.low < 0.62 and 1.38 < band.high < 1.42, band
+    # n = 101: the floor(0.1 * 102) = 10th and the ceil(0.9 * 102) = 92nd smallest.
+    assert (band.low, band.high) == (0.59, 1.41), band
+
+
+@pytest.mark.parametrize(
+    "n, ranks",
+    [(1, (1, 1)), (5, (1, 5)), (9, (1, 9)), (19, (2, 18)), (38, (3, 36)), (82, (8, 75))],
+)
+def test_central_ratios_widen_towards_the_extremes_when_few_runs_are_held_out(n, ranks):
+    ratios = [float(i) for i in range(1, n + 1)]
+    assert bands.central_ratios(list(reversed(ratios))) == (float(ranks[0]), float(ranks[1]))
+
+
+def test_the_order_statistics_cover_a_new_draw_at_least_as_often_as_asked():
+    # Exchangeable draws: a new ratio falls inside the band with probability >= 80%
+    # (split conformal), where interpolated percentiles of 20 draws fall short of it.
+    rng = np.random.default_rng(7)
+    inside = 0
+    trials = 4000
+    for _ in range(trials):
+        draws = np.exp(rng.normal(0.0, 0.3, 21))
+        low, high = bands.central_ratios(list(draws[:20]))
+        inside += low <= draws[20] <= high
+    assert 0.78 <= inside / trials <= 0.90, inside / trials
 
 
 def test_a_thin_regime_borrows_the_pooled_band():

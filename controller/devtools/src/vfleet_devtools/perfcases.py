@@ -29,6 +29,10 @@ CASES_FILE = files("vfleet") / "data" / "perf_cases" / "measured.json"
 # ShareGPT's mean lengths in `vllm bench serve` (from the published runs that give request
 # throughput: output = output tok/s / req/s, input = (total - output) tok/s / req/s).
 SHAREGPT_MEAN_IN, SHAREGPT_MEAN_OUT = 217, 197
+# A random-dataset run whose published output per request (output tok/s / req/s) falls this
+# far below the asked length stopped at end-of-sequence (the client ran without
+# --ignore-eos): it is replayed with the length it generated, not the one it asked for.
+EOS_SHORTFALL = 0.03
 
 MODELS = (
     ("DeepSeek-V3-AWQ", "deepseek-ai/DeepSeek-V3", "awq"),
@@ -111,7 +115,7 @@ def _unmodelled(raw: dict[str, Any], include_held_back: bool) -> str:
     return ""
 
 
-def _lengths(raw: dict[str, Any]) -> tuple[str, int, int] | str:
+def published_lengths(raw: dict[str, Any]) -> tuple[str, int, int] | str:
     """(dataset, input length, output length) as the client sent them, or why not known."""
     results, workload = raw.get("results") or {}, raw.get("workload") or {}
     dataset = str(workload.get("dataset") or "random").lower()
@@ -125,8 +129,21 @@ def _lengths(raw: dict[str, Any]) -> tuple[str, int, int] | str:
         in_len, out_len = _int(workload.get("input_len")), _int(workload.get("output_len"))
         if not in_len or not out_len:
             return "lengths not published"
-        return "random", in_len, out_len
+        return "random", in_len, _generated(results, out_len)
     return f"dataset {dataset}: not modelled"
+
+
+def _generated(results: dict[str, Any], asked: int) -> int:
+    """The mean output a random-dataset run generated: the asked length unless the published
+    totals show requests that stopped early. gpt-oss-120b's 4k-prompt runs asked for 200
+    tokens and generated 134-136 a request; measured output tok/s counts only those."""
+    measured, req_s = results.get("output_tokens_per_s"), results.get("request_throughput")
+    if not measured or not req_s:
+        return asked
+    per_request = float(measured) / float(req_s)
+    if per_request < asked * (1 - EOS_SHORTFALL):
+        return max(round(per_request), 1)
+    return asked
 
 
 def _layout(raw: dict[str, Any]) -> tuple[Candidate, int]:
@@ -161,7 +178,7 @@ def _request(
     raw: dict[str, Any], model: tuple[str, str | None], gpu: str, fit: Fit
 ) -> EstimateRequest | str:
     """The `vfleet estimate` call that describes the run, or why vfleet cannot make it."""
-    lengths = _lengths(raw)
+    lengths = published_lengths(raw)
     if isinstance(lengths, str):
         return lengths
     dataset, in_len, out_len = lengths

@@ -1,10 +1,15 @@
 """Prediction intervals: how far measured runs fell from estimates made without them.
 
 `controller/tools/refit.py` predicts each publication's runs with a fit that never saw
-that publication (leave-one-source-out) and writes, per regime, the 10th and 90th
-percentiles of measured / predicted output throughput to `data/perf_bands.json`. An
-estimate's p10-p90 band is its median times those two ratios: an empirical interval from
-comparable runs, not a statistical guarantee. Regimes:
+that publication (leave-one-source-out) and writes, per regime, the ratios measured /
+predicted output throughput that bound the central 80% of those runs to
+`data/perf_bands.json`. An estimate's p10-p90 band is its median times those two ratios: an
+empirical interval from comparable runs, not a statistical guarantee.
+
+The two ratios are order statistics, as a split-conformal interval takes them: of n
+held-out ratios in order, the floor(0.1 (n + 1))-th and the ceil(0.9 (n + 1))-th. Interpolated
+10th and 90th percentiles of the same ratios sit inside those and cover a new run less than
+80% of the time when n is a few dozen (docs/accuracy.md gives both coverages). Regimes:
 
 - multi-node: the engine spans more than one node (inter-node TP, PP or EP);
 - prefill-bound: prompts at least 8 times longer than the outputs;
@@ -116,6 +121,18 @@ def latency_interval(value: float, band: Band) -> Interval:
     return Interval(value / band.high, value, value / band.low)
 
 
+def central_ratios(ratios: list[float], share: float = 0.8) -> tuple[float, float]:
+    """The order statistics that bound the central `share` of a new ratio drawn like these
+    (the split-conformal choice; with few ratios, the smallest and the largest)."""
+    ordered = sorted(ratios)
+    n = len(ordered)
+    tail = (1 - share) / 2
+    # Rounded first: 0.9 * 20 is 18.000000000000004 in binary, and its ceiling 19.
+    low_rank = min(max(math.floor(round(tail * (n + 1), 9)), 1), n)
+    high_rank = max(min(math.ceil(round((1 - tail) * (n + 1), 9)), n), 1)
+    return ordered[low_rank - 1], ordered[high_rank - 1]
+
+
 def bands_from_residuals(residuals: list[tuple[str, float]]) -> dict[str, Band]:
     """Bands per regime (and pooled) from (regime, measured / predicted) pairs."""
     out: dict[str, Band] = {}
@@ -125,8 +142,7 @@ def bands_from_residuals(residuals: list[tuple[str, float]]) -> dict[str, Band]:
     for name, ratios in groups.items():
         if not ratios:
             continue
-        logs = np.log(ratios)
-        low, high = np.exp(np.percentile(logs, [10, 90]))
+        low, high = central_ratios(ratios)
         out[name] = Band(name, round(float(low), 4), round(float(high), 4), len(ratios))
     return out
 
