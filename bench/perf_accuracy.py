@@ -35,6 +35,7 @@ import numpy as np
 from vfleet.calibrate.fitting import at_bounds, predict_all
 from vfleet.perf import bands
 from vfleet.perf.fit import FITTED_EFFICIENCY, Fit, default_fit
+from vfleet.plan.estimate import finish
 from vfleet_devtools.perfcases import Case, load_cases
 from vfleet_devtools.perfscore import (
     Scored,
@@ -164,6 +165,26 @@ def print_fit(fit: Fit, scored: list[Scored]) -> None:
     print("fitted parameters at a bound: " + (", ".join(bound) if bound else "none"))
 
 
+def print_ttft(scored: list[Scored], fit: Fit) -> None:
+    """Median TTFT, estimated against published, for fixed-concurrency runs and for bursts
+    (a burst's TTFT is mostly its queue). Not fitted: a check of the replay's timing."""
+    rows: dict[str, list[float]] = {"fixed concurrency": [], "burst": []}
+    for s in scored:
+        measured = ((s.case.raw.get("results") or {}).get("ttft_ms") or {}).get("median")
+        if not measured or s.prepared.trajectory is None:
+            continue
+        predicted = finish(s.prepared, fit).ttft_ms["median"]
+        kind = "fixed concurrency" if s.prepared.request.concurrency else "burst"
+        rows[kind].append(predicted / float(measured) - 1)
+    for kind, errors in rows.items():
+        if errors:
+            print(
+                f"median TTFT, {kind} runs ({len(errors)}): median |error| "
+                f"{statistics.median(abs(e) for e in errors):.0%}, median signed error "
+                f"{statistics.median(errors):+.0%}"
+            )
+
+
 def plot(scored: list[Scored], st: dict[str, float], path: Path) -> None:
     import matplotlib
 
@@ -227,6 +248,7 @@ def main() -> int:
     print_pairs(scored)
     print_fit(fit, scored)
     print_stats("development set, in-sample (the fit saw every point)", st)
+    print_ttft(scored, fit)
     if args.plot:
         plot(scored, st, args.plot)
         print(f"plot: {args.plot}")

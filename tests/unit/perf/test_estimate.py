@@ -353,3 +353,49 @@ def test_a_preempted_long_prompt_waits_for_room_instead_of_being_recomputed_chun
     assert traj.preemptions <= n // 2, traj.preemptions
     prompt_tokens = float(np.sum(traj.prefill))
     assert prompt_tokens < 1.5 * n * 32_000, prompt_tokens
+
+
+@pytest.mark.parametrize(
+    "model, version, asked, chunked",
+    [
+        ("deepseek-ai/DeepSeek-R1", "0.7.3", True, False),  # MLA on 0.7.1-0.7.x: forced off
+        ("deepseek-ai/DeepSeek-R1", "0.7.0", None, True),  # before the rule: >32K context
+        ("deepseek-ai/DeepSeek-R1", "0.8.0", None, True),  # V1 chunks MLA prompts
+        ("meta-llama/Llama-3.1-70B-Instruct", "0.7.3", None, True),  # not MLA, 128K context
+    ],
+)
+def test_mla_prompts_are_prefilled_whole_where_the_release_forces_chunking_off(
+    model, version, asked, chunked
+):
+    from vfleet.plan.estimate import budget_for, scheduler_limits
+
+    req = _request(
+        "TP8", spec=load_model(model), traits=traits(version), enable_chunked_prefill=asked
+    )
+    budget = budget_for(req)
+    limits = scheduler_limits(req, budget)
+    assert limits.chunked_prefill is chunked
+    if not chunked:
+        # A step takes whole prompts: its token budget reaches the context length.
+        assert limits.max_num_batched_tokens >= budget.max_model_len
+
+
+def test_whole_prompt_waves_make_a_closed_loop_wait_for_its_whole_wave():
+    # vLLM 0.7.x with MLA: all c prompts of a wave are prefilled together, so the first
+    # token waits for the wave, and TTFT grows with the concurrency (as dstack's DeepSeek-R1
+    # sweep on H200 measured: 1.0 s at 4, 14.4 s at 64).
+    from vfleet.perf.fit import default_fit
+    from vfleet.plan.estimate import finish, prepare
+
+    ttft = {}
+    for c in (4, 16):
+        req = _request(
+            "TP8",
+            traits=traits("0.7.3"),
+            input_len=3200,
+            output_len=200,
+            concurrency=c,
+            num_prompts=4 * c,
+        )
+        ttft[c] = finish(prepare(req), default_fit()).ttft_ms["median"]
+    assert ttft[16] > 3 * ttft[4], ttft

@@ -80,6 +80,15 @@ def traits(version: str | None) -> VersionTraits:
     )
 
 
+def mla_forces_whole_prompts(version: tuple[int, int, int]) -> bool:
+    """0.7.1 to 0.7.x turn chunked prefill (and prefix caching) off for an MLA model,
+    whatever was asked (vllm-project/vllm#12642, VllmConfig.__post_init__: "MLA is enabled;
+    forcing chunked prefill and prefix caching to be disabled."); V1 (0.8+) chunks MLA
+    prompts. Without chunks, one V0 step prefills every waiting prompt that fits the batch,
+    so a closed-loop client's requests start, and finish, in waves."""
+    return (0, 7, 1) <= version < (0, 8, 0)
+
+
 def batch_defaults(
     version: tuple[int, int, int], gpu_memory_gib: float, gpu_name: str, max_model_len: int
 ) -> tuple[int, int]:

@@ -19,7 +19,7 @@ import numpy as np
 from vfleet.budget.compute import Budget, BudgetRequest, compute, fits
 from vfleet.budget.speculative import Speculative
 from vfleet.catalog.model_shape import ModelShape
-from vfleet.catalog.releases import VersionTraits
+from vfleet.catalog.releases import VersionTraits, mla_forces_whole_prompts
 from vfleet.errors import UserError
 from vfleet.perf import bands
 from vfleet.perf import model as perf
@@ -255,12 +255,18 @@ def replay_kv_tokens(req: EstimateRequest, budget: Budget) -> int:
 
 def scheduler_limits(req: EstimateRequest, budget: Budget) -> EngineLimits:
     chunked = req.enable_chunked_prefill
-    if chunked is None:
+    batched = budget.max_num_batched_tokens
+    if req.spec.is_mla and mla_forces_whole_prompts(req.traits.version):
+        # Forced off whatever was asked (vfleet.catalog.releases), and a step then takes
+        # whole prompts up to the context length. The memory profile keeps the release's
+        # chunked default: the budget does not charge a whole-context profiling batch.
+        chunked, batched = False, max(batched, budget.max_model_len)
+    elif chunked is None:
         # V0 turned chunked prefill on only past 32K of context; V1 always schedules chunks.
         chunked = not req.traits.v0_engine or budget.max_model_len > 32768
     return EngineLimits(
         max_num_seqs=budget.max_num_seqs,
-        max_num_batched_tokens=budget.max_num_batched_tokens,
+        max_num_batched_tokens=batched,
         kv_tokens=replay_kv_tokens(req, budget),
         block_size=budget.block_size,
         chunked_prefill=chunked,
