@@ -3,17 +3,19 @@
 #
 # Usage: scripts/test-tiers.sh             the whole suite (below)
 #        scripts/test-tiers.sh TIER...     only these tiers, one after another
-# Tiers: prepare, unit, engine, testbed, molecule.
+# Tiers: prepare, unit, engine, testbed, e2e, molecule.
 #
 # The whole suite: `prepare` (lint, the vLLM CPU venv, the oracle's release sources, the
 # test-host image and the tiny models, side by side), then `unit` on every core, then two
-# lanes at once: `engine` followed by `molecule`, and `testbed` (the testbed's own tests and
-# the deploy scenarios) followed by `molecule` too. The two molecule tiers share one queue of
-# roles (scripts/molecule-all.sh, VFLEET_MOLECULE_CLAIMS): the engine lane starts on it long
-# before the testbed lane is done, and the testbed lane takes what is left. Each lane keeps one core busy most of the time (an engine on the CPU,
-# pip, Ansible), so on two cores the lanes overlap instead of waiting on each other. They
-# share nothing they write: the engine tests run their servers on loopback, each testbed has
-# its own network namespaces, and what both read (the venv, the wheelhouse, the image, the
+# lanes at once: `engine`, `testbed` (the test hosts' own tests) and `molecule` in one, and
+# `e2e` (the deploy scenarios, one shared deployment: the longest chain) followed by
+# `molecule` in the other. The two molecule tiers share one queue of
+# roles (scripts/molecule-all.sh, VFLEET_MOLECULE_CLAIMS): the first lane starts on it long
+# before the deploy scenarios are done, and the e2e lane takes what is left. Each lane keeps
+# one core busy most of the time (an engine on the CPU, an install, Ansible), so on two
+# cores the lanes overlap instead of waiting on each other. They share nothing they write:
+# the engine tests run their servers on loopback, each testbed (the deployment's, each
+# testbed test's, each molecule scenario's) has its own name and network namespaces, and what both read (the venv, the wheelhouse, the image, the
 # tiny models) is built by `prepare` first. VFLEET_TEST_LANES=1 runs them one after another.
 #
 # A failed tier does not stop the others (one run reports every failure), but the script exits
@@ -24,7 +26,7 @@ venv=${VENV:-$PWD/.venv}
 # The fast tier's workers: its tests are independent (tmp_path each, no hosts, no engine);
 # pytest-xdist's `auto` is one per core.
 workers=${VFLEET_TEST_WORKERS:-auto}
-pytest=("$venv/bin/pytest" -q --durations=10)
+pytest=("$venv/bin/pytest" -q --durations=25)
 results=$(mktemp -d)
 # The molecule queue both lanes take roles from (used only when the lanes run side by side).
 claims=$(mktemp -d)
@@ -37,11 +39,12 @@ run_tier() {
       ;;
     unit) "${pytest[@]}" -n "$workers" -m "not engine and not testbed" tests ;;
     engine) "${pytest[@]}" -m "engine" tests ;;
-    testbed) "${pytest[@]}" -m "testbed and not engine" tests ;;
+    testbed) "${pytest[@]}" -m "testbed and not engine" --ignore=tests/e2e tests ;;
+    e2e) "${pytest[@]}" -m testbed tests/e2e ;;
     molecule) bash scripts/molecule-all.sh ;;
     molecule-shared) VFLEET_MOLECULE_CLAIMS=$claims bash scripts/molecule-all.sh ;;
     *)
-      echo "test-tiers: unknown tier '$1' (prepare, unit, engine, testbed, molecule)" >&2
+      echo "test-tiers: unknown tier '$1' (prepare, unit, engine, testbed, e2e, molecule)" >&2
       return 2
       ;;
   esac
@@ -81,11 +84,16 @@ else
       timed_tier 3 engine ""
       timed_tier 4 molecule ""
       timed_tier 5 testbed ""
+      timed_tier 6 e2e ""
     else
-      (timed_tier 3 engine "lane 1"; timed_tier 4 molecule-shared "lane 1") &
+      (
+        timed_tier 3 engine "lane 1"
+        timed_tier 4 testbed "lane 1"
+        timed_tier 5 molecule-shared "lane 1"
+      ) &
       lane1=$!
-      timed_tier 5 testbed "lane 2"
-      timed_tier 6 molecule-shared "lane 2"
+      timed_tier 6 e2e "lane 2"
+      timed_tier 7 molecule-shared "lane 2"
       wait "$lane1"
     fi
   else
@@ -107,8 +115,8 @@ for file in $(ls "$results" | grep -v '\.log$' | sort -n); do
 done
 printf 'wall                   %5d s  (%d min %02d s)\n' "$total" $((total / 60)) $((total % 60))
 if [ $# -eq 0 ] && [ "${VFLEET_TEST_LANES:-2}" != 1 ]; then
-  echo "(engine then molecule ran beside testbed then molecule, the two molecule tiers taking"
-  echo " roles from one queue: the wall time is less than the sum)"
+  echo "(engine, testbed and molecule ran beside e2e then molecule, the two molecule tiers"
+  echo " taking roles from one queue: the wall time is less than the sum)"
 fi
 # What failed, tier by tier: pytest's short summary lines and molecule's FAIL lines.
 for file in $(ls "$results" | grep -v '\.log$' | sort -n); do
