@@ -55,13 +55,18 @@ for named in "${roles[@]}"; do
   [[ " ${longest_first[*]} " == *" $named "* ]] || ordered+=("$named")
 done
 roles=("${ordered[@]}")
-# vllm_launch starts from the venv the vllm scenario hands over in the same run
-# (vllm-venv-handover.yml), so the run that claims vllm runs vllm_launch straight after.
+# A role whose scenario starts from what another's hands over in the same run runs straight
+# after it, in whichever run claims that one: vllm_launch starts from the venv the vllm
+# scenario installed (vllm-venv-handover.yml). Named without it, it runs alone (and then
+# installs vLLM itself).
+declare -A follows=([vllm_launch]=vllm)
 claim_key() {
-  case $1 in
-    vllm_launch) echo vllm ;;
-    *) echo "$1" ;;
-  esac
+  local lead=${follows[$1]:-}
+  if [ -n "$lead" ] && [[ " ${roles[*]} " == *" $lead "* ]]; then
+    echo "$lead"
+  else
+    echo "$1"
+  fi
 }
 claims=${VFLEET_MOLECULE_CLAIMS:-}
 owned=" "
@@ -74,20 +79,17 @@ claimed_here() {
   owned+="$key "
 }
 [ -z "$claims" ] || mkdir -p "$claims"
-# vllm_launch directly after vllm, in whichever run claims vllm.
-with_launch=()
+paired=()
 for role in "${roles[@]}"; do
-  [ "$role" = vllm_launch ] && continue
-  with_launch+=("$role")
-  if [ "$role" = vllm ] && [[ " ${roles[*]} " == *" vllm_launch "* ]]; then
-    with_launch+=(vllm_launch)
-  fi
+  [ "$(claim_key "$role")" != "$role" ] && continue  # placed after its lead below
+  paired+=("$role")
+  for follower in "${!follows[@]}"; do
+    if [ "${follows[$follower]}" = "$role" ] && [[ " ${roles[*]} " == *" $follower "* ]]; then
+      paired+=("$follower")
+    fi
+  done
 done
-# vllm_launch named without vllm still runs (it installs vLLM itself then).
-if [[ " ${roles[*]} " == *" vllm_launch "* && " ${roles[*]} " != *" vllm "* ]]; then
-  with_launch+=(vllm_launch)
-fi
-roles=("${with_launch[@]}")
+roles=("${paired[@]}")
 if [ ${#roles[@]} -eq 0 ]; then
   echo "molecule-all: no role has a molecule/default scenario" >&2
   exit 1

@@ -8,7 +8,9 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +175,26 @@ def wait_serving(endpoint: dict[str, Any], bound_s: float) -> float:
             return time.monotonic() - start
         time.sleep(2)
     pytest.fail(f"{endpoint['engine']} on {endpoint['host']} did not serve within {bound_s:.0f} s")
+
+
+def _poll_until(stop: threading.Event, polls: list[dict[str, bool]]) -> None:
+    eps = endpoints()
+    with ThreadPoolExecutor(len(eps)) as pool:
+        while not stop.is_set():
+            polls.append(dict(zip(eps, pool.map(completes, eps.values()), strict=True)))
+            stop.wait(1.0)
+
+
+def polled(run: Any) -> tuple[Any, list[dict[str, bool]]]:
+    """`run()`'s result, and what a completion sent to each endpoint every second while it
+    ran got: host -> whether it completed, one dict per round."""
+    polls: list[dict[str, bool]] = []
+    stop = threading.Event()
+    poller = threading.Thread(target=_poll_until, args=(stop, polls), daemon=True)
+    poller.start()
+    try:
+        result = run()
+    finally:
+        stop.set()
+        poller.join(timeout=120)
+    return result, polls

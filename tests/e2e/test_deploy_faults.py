@@ -12,8 +12,6 @@ import json
 import re
 import shutil
 import subprocess
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +50,7 @@ def _stderr_lines(out: subprocess.CompletedProcess[str], prefix: str) -> list[st
     return [line for line in out.stderr.splitlines() if line.startswith(prefix)]
 
 
-# ---- b. an engine killed, and a rolling restart ------------------------------------------
+# ---- b. an engine killed -----------------------------------------------------------------------
 
 
 def _auto_restarts(endpoint: dict[str, Any]) -> int:
@@ -75,38 +73,6 @@ def test_killed_engine_is_restarted_by_systemd(deployed):
     assert _auto_restarts(victim) == restarts + 1  # systemd brought it back, nothing else
     assert main_pid(other) == other_pid
     print(f"{victim['engine']} on h1 served again {took:.0f} s after SIGKILL")
-
-
-def _poll_until(stop: threading.Event, polls: list[dict[str, bool]]) -> None:
-    eps = endpoints()
-    with ThreadPoolExecutor(len(eps)) as pool:
-        while not stop.is_set():
-            polls.append(dict(zip(eps, pool.map(completes, eps.values()), strict=True)))
-            stop.wait(1.0)
-
-
-def test_rolling_restart_keeps_one_replica_serving(deployed):
-    assert deployed.returncode == 0
-    eps = endpoints()
-    before = {host: main_pid(ep) for host, ep in eps.items()}
-    polls: list[dict[str, bool]] = []
-    stop = threading.Event()
-    poller = threading.Thread(target=_poll_until, args=(stop, polls), daemon=True)
-    poller.start()
-    try:
-        out = vfleet("restart", "--env", "local")
-    finally:
-        stop.set()
-        poller.join(timeout=120)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
-    after = {host: main_pid(ep) for host, ep in eps.items()}
-    assert all(after[h] not in (0, before[h]) for h in eps), (before, after)
-    dark = [p for p in polls if not any(p.values())]
-    assert polls and not dark, f"{len(dark)} of {len(polls)} polls got no completion"
-    # The polls did overlap the restarts: each replica was seen down while the other served.
-    for host in eps:
-        assert any(not p[host] and any(p.values()) for p in polls), (host, polls)
-    print(f"{len(polls)} polls during the rolling restart; every one got a completion")
 
 
 # ---- c. a probe that fails on one host ----------------------------------------------------

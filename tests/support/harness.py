@@ -270,6 +270,12 @@ class VllmServer:
                 "TMPDIR": str(tmp),
             }
         )
+        # vLLM's CPU auto-binding pins a one-rank engine's worker to core 0 on two cores
+        # (core 1 is kept for its front end): every engine's, this tier's and the other
+        # lane's (make test runs two lanes). Stacked on one core, an engine's start took minutes
+        # while the second core idled; unpinned, the scheduler spreads them. A test that
+        # binds its engines itself says so in extra_env.
+        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
         env.update(self.extra_env)
         return env
 

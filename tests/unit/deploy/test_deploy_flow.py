@@ -84,3 +84,16 @@ def test_the_phase_summary_lines_the_seconds_up_in_one_column(tmp_path, capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.endswith(" s")]
     assert [row.split()[0] for row in rows] == ["plan", "install:", "total"]
     assert len({row.rindex(" s") for row in rows}) == 1, rows  # one column of seconds
+
+
+def test_group_vars_engine_environment_reaches_the_rendered_env_files(tmp_path, reads):
+    ctx = deploy_context(tmp_path, PINNED)
+    ctx.group_vars["vfleet_render_env"] = ["VLLM_CPU_OMP_THREADS_BIND=nobind"]
+    assert flow.render_values(ctx)["--env"] == ["VLLM_CPU_OMP_THREADS_BIND=nobind"]
+    probed = health_probed.probed_cluster(ctx, "deploy", allow_partial=False)
+    result = flow.plan(ctx, probed.cluster)
+    flow.render(ctx, result.plan, probed.cluster)
+    env_files = list((ctx.artifacts / "launch").rglob("vllm.env"))
+    assert env_files
+    for env_file in env_files:
+        assert "VLLM_CPU_OMP_THREADS_BIND=nobind" in env_file.read_text().splitlines()

@@ -161,6 +161,11 @@ GROUP_VARS_CASES = [
         lambda d: d.update(vfleet_render_extra_args=["enforce-eager"]),
         "vfleet_render_extra_args[0]: must be one `vllm serve` flag starting with --",
     ),
+    (
+        "engine env",
+        lambda d: d.update(vfleet_render_env=["NCCL_DEBUG"]),
+        "vfleet_render_env[0]: must be KEY=VALUE (e.g. NCCL_DEBUG=INFO)",
+    ),
     ("no workload file", lambda d: d.update(vfleet_workload="mine.yaml"), "neither a preset"),
     ("clear token", lambda d: d.update(vllm_hf_token="hf_abc"), "vllm_hf_token is in clear text"),
     (

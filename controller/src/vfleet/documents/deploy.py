@@ -3,9 +3,8 @@
 
 Deploy variables are the `vfleet_*` ones plus the firewall's source lists; every other
 variable belongs to a role and is checked against that role's meta/argument_specs.yml by
-Ansible's own validator (vfleet.environment.argspecs.check_role_vars). A value Ansible templates at
-run
-time (a Jinja expression or a `!vault` value) is taken as written: only Ansible resolves it.
+Ansible's own validator (vfleet.environment.argspecs.check_role_vars). A value Ansible
+templates at run time (a Jinja expression or a `!vault` value) is taken as written.
 
 Secrets are also found by value: a plain token (`hf_...`, `sk-...`, a long high-entropy
 string) anywhere in group_vars or an inventory is refused, whatever the variable is called.
@@ -34,7 +33,7 @@ from pydantic_core import core_schema
 
 from vfleet.documents.lws import LwsOptions
 from vfleet.documents.plan import BlockSize, Version
-from vfleet.documents.render import RenderOptions, check_extra_args
+from vfleet.documents.render import EnvItem, RenderOptions, check_extra_args
 from vfleet.errors import UserError
 from vfleet.inputs.files import Document, Path_, Vaulted
 from vfleet.inputs.strict import StrictModel
@@ -142,6 +141,8 @@ class DeployVars(StrictModel):
     """plan values forced after planning (e.g. {max_model_len: 512, block_size: 128})"""
     vfleet_render_extra_args: list[Templatable[ExtraArg]] | None = None
     """more `vllm serve` flags, each one string (e.g. [--enforce-eager, --dtype=bfloat16])"""
+    vfleet_render_env: list[Templatable[EnvItem]] | None = None
+    """more environment for every engine, each KEY=VALUE (e.g. [NCCL_DEBUG=INFO])"""
     vfleet_wheelhouse_port: Templatable[Port] = None
     """the port the controller serves the wheelhouse on, 1-65535 (e.g. 8080)"""
     vfleet_api_key_file: Templatable[FileName] = None
@@ -270,15 +271,15 @@ def check_inventory(doc: Document) -> Inventory:
 
 # ---- what the deploy hands `vfleet render` --------------------------------------------------
 
-# group_vars the deploy renders from (vfleet.deploy.flow.render): variable -> the
-# RenderOptions field it sets, and what the deploy appends to the value (None: a list, taken
-# as it is). Any other option keeps RenderOptions' default.
+# group_vars the deploy renders from (vfleet.deploy.flow.render): variable -> the RenderOptions
+# field it sets, and what is appended to the value (None: a list, taken as it is).
 RENDER_FIELDS: dict[str, tuple[str, str | None]] = {
     "vfleet_model_dir_on_hosts": ("model_path", ""),
     "vfleet_served_model_name": ("served_model_name", ""),
     "vllm_venv": ("vllm_bin", "/bin/vllm"),
     "vllm_router_venv": ("router_bin", "/bin/vllm-router"),
     "vfleet_render_extra_args": ("extra_args", None),
+    "vfleet_render_env": ("env", None),
 }
 
 
