@@ -219,7 +219,10 @@ def test_degraded_link_lowers_the_measured_bandwidth_and_moves_the_plan(deployed
     # sends activations over that link, so the predicted cost follows the measurement.
     before, after = _plan(ARTIFACTS / "facts"), _plan(degraded)
     assert before["layout"] == after["layout"] == "TP1 PP2"
-    assert after["predicted"]["tokens_per_s"] < before["predicted"]["tokens_per_s"] / 2
+    # The plan's own prediction falls too; by how much depends on the batch it settles on
+    # and on what the healthy link measured on busy cores (more than half in most CI runs,
+    # 12% in one); the fixed operating point below is the check of the physics.
+    assert after["predicted"]["tokens_per_s"] < before["predicted"]["tokens_per_s"]
     # At one operating point (the plan's batch moves with the SLO), the PP send grows with
     # the link's loss and the throughput follows it.
     est_before, est_after = _estimate_pp2(ARTIFACTS / "facts"), _estimate_pp2(degraded)
