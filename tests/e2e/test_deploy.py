@@ -46,7 +46,8 @@ def test_first_deploy_goes_all_the_way(deployed):
     assert plan["replicas"] == 2 and plan["tensor_parallel_size"] == 1  # one engine per host
     # group_vars' vfleet_render_env reaches each engine's environment file.
     for env_file in (ARTIFACTS / "launch").glob("h*/engine-*/vllm.env"):
-        assert "VLLM_CPU_OMP_THREADS_BIND=nobind" in env_file.read_text().splitlines()
+        lines = set(env_file.read_text().splitlines())
+        assert {"VLLM_CPU_OMP_THREADS_BIND=nobind", "VLLM_ENABLE_V1_MULTIPROCESSING=0"} <= lines
     assert len(list((ARTIFACTS / "launch").glob("h*/engine-*/vllm.env"))) == 2
     results = [
         json.loads(p.read_text())

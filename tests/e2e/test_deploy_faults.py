@@ -3,7 +3,7 @@ told, and that the documented recovery brings back both replicas (docs/operation
 
 They share conftest.py's deployment and run after test_deploy.py (its redeploy must find
 nothing to change but the upgrade it makes); each leaves both endpoints serving again. Slow
-(about 15 minutes on 2 cores, 8 of them the host reinstalled); CI runs them, never skips them.
+(about 10 minutes on 2 busy cores, most of it the host reinstalled); CI runs them, never skips them.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from .deployment import (
     endpoints,
     main_pid,
     make,
+    recaps,
     run_testbed,
     ssh,
     vfleet,
@@ -240,7 +241,7 @@ def test_degraded_link_lowers_the_measured_bandwidth_and_moves_the_plan(deployed
     assert all(_serving().values())  # probing moved nothing on the hosts
 
 
-# ---- a and e. a host powered off mid-rollout, back blank on a full disk -----------------
+# ---- a and e. a host powered off mid-rollout, back blank --------------------------------
 
 
 def _deploy_powering_off(host: str, when: str, log: Path) -> tuple[int, str, str]:
@@ -264,20 +265,12 @@ def _deploy_powering_off(host: str, when: str, log: Path) -> tuple[int, str, str
         return rc, "".join(seen), err.read()
 
 
-def _fill_venv_disk(host: str) -> None:
-    """Put a 64 MiB filesystem, 60 MiB of it taken, where the virtualenv goes."""
-    fill = (
-        "mkdir -p /opt/vfleet/vllm && mount -t tmpfs -o size=64m vfleet-small /opt/vfleet/vllm"
-        " && head -c 60M /dev/zero > /opt/vfleet/vllm/.filler"
-    )
-    out = ssh(host, fill)
-    assert out.returncode == 0, out.stderr
-
-
-def test_host_powered_off_mid_rollout_comes_back_blank_on_a_full_disk(deployed, tmp_path):
-    """a. h2 loses power while the install phase runs; e. it comes back reimaged (blank)
-    with its disk all but full; then space is freed. One story, so that the host is
-    reinstalled once."""
+def test_host_powered_off_mid_rollout_comes_back_blank(deployed, tmp_path):
+    """a. h2 loses power while the install phase runs; e. it comes back reimaged (blank) and
+    the documented recovery, the same `make deploy`, reinstalls it from the wheelhouse the
+    first deploy filled. One story, so that the host is reinstalled once. (A host that comes
+    back with a disk too small for vLLM is refused by the vllm role before anything is
+    written: the vllm scenario's side_effect.yml.)"""
     assert deployed.returncode == 0
     eps = endpoints()
     h1_pid = main_pid(eps["h1"])
@@ -297,30 +290,15 @@ def test_host_powered_off_mid_rollout_comes_back_blank_on_a_full_disk(deployed, 
     assert main_pid(eps["h1"]) == h1_pid and completes(eps["h1"])
     assert not completes(eps["h2"], timeout=5)
 
-    # e. Powered on, h2 is blank; its disk for the virtualenv is full: the install stops at
-    # the free-space check, before anything is written, and says so.
+    # e. Powered on, h2 is blank: the re-run reinstalls it and both replicas serve; h1's
+    # engine was never touched, and nothing changed on h1 in any phase.
     on = run_testbed("start", "--name", TESTBED, "h2")
     assert on.returncode == 0, on.stderr
     assert ssh("h2", "test ! -e /opt/vfleet/vllm").returncode == 0
-    _fill_venv_disk("h2")
-    try:
-        full = make("deploy")
-        written = ssh("h2", "ls -A /opt/vfleet/vllm").stdout.split()
-    finally:
-        freed = ssh("h2", "umount /opt/vfleet/vllm")
-    assert freed.returncode == 0, freed.stderr
-    print(full.stderr)
-    assert full.returncode != 0
-    assert "==> launch" not in full.stdout
-    named = _stderr_lines(full, "  h2: ")
-    assert len(named) == 1 and not _stderr_lines(full, "  h1: "), full.stderr
-    assert re.search(r"No space left for vLLM on h2: /opt/vfleet/vllm has \d+ MiB free", named[0])
-    assert "Free space there" in named[0] and "Resume with: make deploy ENV=local" in full.stderr
-    assert written == [".filler"]
-    assert main_pid(eps["h1"]) == h1_pid and completes(eps["h1"])
-
-    # Space freed, the re-run reinstalls h2 and both replicas serve; h1's was never touched.
     again = make("deploy")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
     assert _serving() == {"h1": True, "h2": True}
     assert main_pid(eps["h1"]) == h1_pid
+    for book in ("standins-local", "site"):
+        changed = recaps(ARTIFACTS / "logs" / f"{book}.log")
+        assert changed.get("h1") == 0 and changed.get("h2", 0) > 0, (book, changed)

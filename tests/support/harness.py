@@ -276,6 +276,11 @@ class VllmServer:
         # while the second core idled; unpinned, the scheduler spreads them. A test that
         # binds its engines itself says so in extra_env.
         env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+        # The CPU build gives a one-rank engine's worker a process of its own, so each start
+        # imports torch and vLLM three times; in the engine core's process it is twice, and
+        # a start takes half the time (a GPU engine of one rank runs it so too). Engines of
+        # more ranks keep a process per rank either way.
+        env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         env.update(self.extra_env)
         return env
 
