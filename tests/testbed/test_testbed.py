@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from support import ci_gate
 from support.booted import ssh
@@ -164,12 +165,24 @@ def test_down_leaves_nothing(bed: dict[str, Any], testbed_cli: Path) -> None:
 
 
 def test_four_hosts_come_up_in_under_10_s(testbed_cli: Path) -> None:
+    """A mixed fleet too: each host replays its own profile."""
     name = f"pytest-four-{os.getpid()}"
-    state = up(testbed_cli, "4", "--profile", "l40s-pcie-8gpu", "--name", name)
+    mixed = ["l40s-pcie-8gpu", "h100-sxm-8gpu", "l40s-pcie-8gpu", "h200-1gpu"]
+    state = up(testbed_cli, "4", "--profile", ",".join(mixed), "--name", name)
     try:
         print(f"\n4 hosts up in {state['up_seconds']:.1f} s")
         assert state["up_seconds"] < 10
         assert all(h["system_state"] in ("running", "degraded") for h in state["hosts"])
+        assert [h["profile"] for h in state["hosts"]] == mixed
+        assert state["shape"] == PROFILES[mixed[0]].shape  # the first host's
+        for host, profile in zip(state["hosts"], mixed, strict=True):
+            rc, out = ssh(state, host["name"], "nvidia-smi -q -x")
+            assert rc == 0, out
+            gpu = PROFILES[profile]
+            assert out.count(f"<product_name>{gpu.gpu}</product_name>") == gpu.gpus, host
+        inventory = yaml.safe_load(Path(state["inventory"]).read_text())
+        hosts = inventory["all"]["children"]["gpu_hosts"]["hosts"]
+        assert [hosts[h["name"]]["testbed_profile"] for h in state["hosts"]] == mixed
     finally:
         assert tb(testbed_cli, "down", "--name", name).returncode == 0
     assert_gone(state)

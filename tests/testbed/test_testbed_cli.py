@@ -14,6 +14,8 @@ from vfleet_testbed.profiles import PROFILES, SHAPES, fixtures_root
         (["up", "0", "--profile", "h100-sxm-8gpu"], "N must be at least 1"),
         (["up", "-3", "--profile", "h100-sxm-8gpu"], "N must be at least 1"),
         (["up", "2", "--profile", "a100-9gpu"], "unknown profile 'a100-9gpu'"),
+        (["up", "2", "--profile", "h200-1gpu,a100-9gpu"], "unknown profile 'a100-9gpu'"),
+        (["up", "3", "--profile", "h200-1gpu,l40s-pcie-8gpu"], "lists 2 profiles for N=3"),
         (["up", "2", "--profile", "h200-1gpu", "--shape", "token-ring"], "unknown shape"),
         (["up", "two", "--profile", "h200-1gpu"], "invalid int value"),
         (["up", "2"], "--profile"),

@@ -79,7 +79,12 @@ def write_access(tb: Testbed) -> None:
                 "testbed_gpu_fixture": base.GPU_MOUNT,
             },
             "children": {
-                "gpu_hosts": {"hosts": {h.name: {"ansible_host": h.address} for h in tb.hosts}}
+                "gpu_hosts": {
+                    "hosts": {
+                        h.name: {"ansible_host": h.address, "testbed_profile": tb.host_profile(h)}
+                        for h in tb.hosts
+                    }
+                }
             },
         }
     }

@@ -35,16 +35,32 @@ def check_machine(need_debootstrap: bool) -> None:
         raise UsageError(f"missing tools; apt-get install {' '.join(missing)}")
 
 
+def host_profiles(profile: str, count: int) -> list[str]:
+    """Each host's profile from `--profile`: one for every host, or one per host in order
+    (comma-separated); UsageError (exit 2) with one line otherwise."""
+    profiles = [p.strip() for p in profile.split(",")]
+    for each in profiles:
+        if each not in PROFILES:
+            raise UsageError(f"unknown profile {each!r}; choose one of: {', '.join(PROFILES)}")
+    if len(profiles) == 1:
+        return profiles * count
+    if len(profiles) != count:
+        raise UsageError(
+            f"--profile lists {len(profiles)} profiles for N={count}: give 1 or {count}"
+        )
+    return profiles
+
+
 def validate(
     count: int, profile: str, name: str, shape: str | None, hosts: list[str] | None
-) -> list[str]:
-    """Host names for a valid request; UsageError (exit 2) with one line otherwise."""
+) -> tuple[list[str], list[str]]:
+    """Host names and each host's profile for a valid request; UsageError (exit 2) with one
+    line otherwise."""
     if count < 1:
         raise UsageError(f"N must be at least 1 (got {count})")
     if count > network.MAX_HOSTS:
         raise UsageError(f"N must be at most {network.MAX_HOSTS} (got {count})")
-    if profile not in PROFILES:
-        raise UsageError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
+    profiles = host_profiles(profile, count)
     if shape is not None and shape not in SHAPES:
         raise UsageError(f"unknown shape {shape!r}; choose one of: {', '.join(SHAPES)}")
     if not NAME_RE.match(name):
@@ -59,7 +75,7 @@ def validate(
             )
     if len(set(names)) != len(names):
         raise UsageError("--hosts repeats a name")
-    return names
+    return names, profiles
 
 
 def parse_bind_ro(specs: list[str]) -> list[str]:

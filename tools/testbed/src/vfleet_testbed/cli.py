@@ -1,6 +1,6 @@
 """`testbed`: systemd-nspawn test hosts in private network namespaces, for the Ansible roles.
 
-    testbed up N --profile P [--name NAME] [--shape ethernet|infiniband|none] [--hosts a,b]
+    testbed up N --profile P[,P...] [--name NAME] [--shape ethernet|infiniband|none] [--hosts a,b]
                [--bind-ro SRC[:DST] ...]
     testbed down [--name NAME | --all]
     testbed stop [--name NAME] HOST      power one host off
@@ -47,9 +47,13 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p_up = sub.add_parser("up", help="boot N hosts and write their inventory and ssh config")
     p_up.add_argument("count", type=int, metavar="N", help="number of hosts")
-    p_up.add_argument("--profile", required=True, help=f"one of: {', '.join(PROFILES)}")
+    p_up.add_argument(
+        "--profile",
+        required=True,
+        help=f"one of: {', '.join(PROFILES)}; or one per host, comma-separated (a mixed fleet)",
+    )
     p_up.add_argument("--name", default=machines.DEFAULT_NAME, help="testbed name (default tb)")
-    p_up.add_argument("--shape", help="link shape (default: the profile's)")
+    p_up.add_argument("--shape", help="link shape (default: the first host's profile's)")
     p_up.add_argument("--rate-mbit", type=int, help="override the shape's rate (Mbit/s)")
     p_up.add_argument("--hosts", help="comma-separated host names (default h1..hN)")
     p_up.add_argument(

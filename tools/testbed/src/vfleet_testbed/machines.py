@@ -59,6 +59,11 @@ STOP_DEADLINE_S = 20.0
 # --- up --------------------------------------------------------------------------------
 
 
+def gpu_dir(tb: Testbed, host: Host) -> Path:
+    """The host's profile fixture as staged for its GPU_MOUNT (one folder per profile)."""
+    return Path(tb.state_dir) / "gpu" / tb.host_profile(host)
+
+
 def _nspawn_argv(tb: Testbed, host: Host) -> list[str]:
     return [
         "systemd-nspawn",
@@ -76,7 +81,7 @@ def _nspawn_argv(tb: Testbed, host: Host) -> list[str]:
         # Each host owns its network namespace: the firewall role loads nftables rules there.
         "--capability=CAP_NET_ADMIN",
         *(f"--bind-ro={bind}" for bind in tb.bind_ro),
-        f"--bind-ro={Path(tb.state_dir) / 'gpu'}:{base.GPU_MOUNT}",
+        f"--bind-ro={gpu_dir(tb, host)}:{base.GPU_MOUNT}",
     ]
 
 
@@ -182,12 +187,14 @@ def up(
     rate_mbit: int | None = None,
     bind_ro: list[str] | None = None,
 ) -> Testbed:
-    """Boot `count` hosts of `profile`; returns the testbed (its state is on disk)."""
-    names = validate(count, profile, name, shape, hosts)
+    """Boot `count` hosts of `profile` (one for all, or one per host, comma-separated);
+    returns the testbed (its state is on disk). The links take the first host's shape unless
+    `shape` says otherwise."""
+    names, profiles = validate(count, profile, name, shape, hosts)
     binds = parse_bind_ro(bind_ro or [])
     if rate_mbit is not None and rate_mbit < 1:
         raise UsageError(f"--rate-mbit must be at least 1 (got {rate_mbit})")
-    shape = shape or PROFILES[profile].shape
+    shape = shape or PROFILES[profiles[0]].shape
     rate = rate_mbit if rate_mbit is not None else SHAPES[shape].rate_mbit
     check_machine(need_debootstrap=not base.image_is_current())
     existing = load(name)
@@ -220,8 +227,9 @@ def up(
                 netns=network.netns_name(name, h),
                 machine=f"{name}-{h}".replace("_", "-"),
                 log=str(directory / f"{h}.log"),
+                profile=host_profile,
             )
-            for i, h in enumerate(names)
+            for i, (h, host_profile) in enumerate(zip(names, profiles, strict=True))
         ],
         bind_ro=binds,
         created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -229,7 +237,8 @@ def up(
     )
     tb.save()
     try:
-        stage_gpu(directory / "gpu", profile)
+        for each in sorted(set(profiles)):
+            stage_gpu(directory / "gpu" / each, each)
         write_access(tb)
         network.create_hub(name)
         network.attach(name, "ctl", network.CONTROLLER_ADDRESS)

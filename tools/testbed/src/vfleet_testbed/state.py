@@ -31,6 +31,7 @@ class Host:
     netns: str
     machine: str
     log: str
+    profile: str = ""  # the GPU host it replays; "" in records written before hosts had one
     pid: int | None = None
     start_time: int | None = None  # /proc/<pid>/stat field 22: guards against PID reuse
     leader_pid: int | None = None  # the container's PID 1 as this machine sees it
@@ -40,7 +41,7 @@ class Host:
 @dataclass
 class Testbed:
     name: str
-    profile: str
+    profile: str  # as given to `testbed up`: one profile, or one per host, comma-separated
     shape: str
     rate_mbit: int | None
     state_dir: str
@@ -57,6 +58,9 @@ class Testbed:
     created_at: str = ""
     up_seconds: float | None = None
     image_build_seconds: float | None = None
+
+    def host_profile(self, host: Host) -> str:
+        return host.profile or self.profile
 
     def to_json(self) -> dict[str, Any]:
         data = dict(self.__dict__)

@@ -3,9 +3,9 @@
 The driver packages are stand-ins with the real names and versions (prepare.yml), so these
 checks are about what the role controls: which versions are installed and held, what the
 repository offers beyond the pin, the fabric manager's coupling to NVSwitch, the daemons,
-the module built for the running kernel, and what nvidia-smi reports. The same tests run in
-the default scenario (8 x H100 NVSwitch + InfiniBand, upgraded from 570.133.20) and in
-molecule/pcie (8 x L40S, fresh install).
+the module built for the running kernel, and what nvidia-smi reports. The same tests run on
+both hosts of the scenario: h1 (8 x H100 NVSwitch + InfiniBand, upgraded from 570.133.20)
+and h2 (8 x L40S on PCIe, fresh install); each reads its own profile from the host.
 """
 
 from __future__ import annotations
