@@ -67,7 +67,10 @@ def test_binds_are_normalised_and_reach_nspawn(tmp_path: Path) -> None:
     host = machines.Host("h1", "10.213.0.11", "ns", "t-h1", "/log")
     argv = machines._nspawn_argv(tb, host)
     wanted = [f"--bind-ro={b}" for b in binds]
-    assert [a for a in argv if a.startswith("--bind-ro=") and "/gpu:" not in a] == wanted
+    gpu = f":{base.GPU_MOUNT}"
+    assert [a for a in argv if a.startswith("--bind-ro=") and not a.endswith(gpu)] == wanted
+    # The GPU fixture bound is the host's own profile's (one staged folder per profile).
+    assert f"--bind-ro=/run/vfleet-testbed/t/gpu/h200-1gpu{gpu}" in argv
     # The state written by an older testbed (no bind_ro key) still loads.
     data = tb.to_json()
     del data["bind_ro"]
