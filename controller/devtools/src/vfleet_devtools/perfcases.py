@@ -44,6 +44,8 @@ MODELS = (
     ("Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen3-235B-A22B-FP8", None),
     ("Qwen3-235B-A22B-Instruct-2507", "Qwen/Qwen3-235B-A22B", None),
     ("gpt-oss-120b", "openai/gpt-oss-120b", None),
+    ("gpt-oss-20b", "openai/gpt-oss-20b", None),
+    ("Qwen3-32B", "Qwen/Qwen3-32B", None),
     ("Llama-3.1-405B-FP8", "meta-llama/Llama-3.1-405B-Instruct", "fp8"),
     ("Llama-3.1-8B-Instruct-FP8", "meta-llama/Llama-3.1-8B-Instruct", "fp8"),
     ("Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct", None),
