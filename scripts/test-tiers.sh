@@ -32,7 +32,34 @@ results=$(mktemp -d)
 claims=$(mktemp -d)
 trap 'rm -rf "$results" "$claims"' EXIT
 
+# VFLEET_TEST_CPU=1 also counts each tier's CPU seconds: its processes and all they start,
+# test hosts and engines included, in a cgroup of its own (cgroup v1 cpuacct, else v2). On a
+# machine both lanes keep busy a tier's wall time is its share of the machine; its CPU
+# seconds are its work, which is what a cut must take away. Off by default (root only).
+cpu_root=""
+if [ "${VFLEET_TEST_CPU:-0}" = 1 ]; then
+  if [ -f /sys/fs/cgroup/cpuacct/cpuacct.usage ]; then
+    cpu_root=/sys/fs/cgroup/cpuacct/vfleet-tests
+  elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    cpu_root=/sys/fs/cgroup/vfleet-tests
+  fi
+  mkdir -p "$cpu_root" 2>/dev/null || cpu_root=""
+  [ -n "$cpu_root" ] || echo "test-tiers: no writable cgroup here; CPU seconds not counted" >&2
+fi
+tier_cgroup=""
+
+cpu_seconds() {
+  if [ -f "$1/cpuacct.usage" ]; then
+    echo $(($(cat "$1/cpuacct.usage") / 1000000000))
+  else
+    awk '/^usage_usec/ {print int($2 / 1000000)}' "$1/cpu.stat"
+  fi
+}
+
 run_tier() {
+  if [ -n "$tier_cgroup" ]; then
+    echo "$BASHPID" >"$tier_cgroup/cgroup.procs"
+  fi
   case $1 in
     prepare)
       make --no-print-directory -j4 -Oline lint engine oracle-sources testbed-image tiny-models
@@ -53,9 +80,13 @@ run_tier() {
 # Runs one tier, its lines prefixed with its name when lanes run side by side, and records
 # "<order> PASS|FAIL <tier> <seconds> <exit>" for the summary.
 timed_tier() {
-  local order=$1 tier=$2 prefix=$3 start rc
+  local order=$1 tier=$2 prefix=$3 start rc cpu=-
   start=$SECONDS
   echo "=== tier: $tier"
+  tier_cgroup=""
+  if [ -n "$cpu_root" ] && mkdir -p "$cpu_root/$order-$tier"; then
+    tier_cgroup=$cpu_root/$order-$tier
+  fi
   # A copy of the tier's output is kept so the summary can repeat what failed: CI shows only
   # the end of a long log, and the failures of a tier that ran beside another scroll away.
   if [ -n "$prefix" ]; then
@@ -65,7 +96,11 @@ timed_tier() {
     run_tier "$tier" 2>&1 | tee "$results/$order.log"
     rc=${PIPESTATUS[0]}
   fi
-  echo "$order $([ "$rc" -eq 0 ] && echo PASS || echo FAIL) $tier $((SECONDS - start)) $rc" \
+  if [ -n "$tier_cgroup" ]; then
+    cpu=$(cpu_seconds "$tier_cgroup")
+    rmdir "$tier_cgroup" 2>/dev/null || true # kept while a process of the tier lives on
+  fi
+  echo "$order $([ "$rc" -eq 0 ] && echo PASS || echo FAIL) $tier $((SECONDS - start)) $rc $cpu" \
     >"$results/$order"
   return "$rc"
 }
@@ -105,11 +140,13 @@ total=$((SECONDS - total_start))
 failed=0
 echo "=== make test: each tier's wall time"
 for file in $(ls "$results" | grep -v '\.log$' | sort -n); do
-  read -r _ verdict tier took rc <"$results/$file"
+  read -r _ verdict tier took rc cpu <"$results/$file"
+  work=""
+  [ "${cpu:--}" = - ] || work="  CPU $cpu s"
   if [ "$verdict" = PASS ]; then
-    printf 'PASS  %-16s %5d s  (%d min %02d s)\n' "$tier" "$took" $((took / 60)) $((took % 60))
+    printf 'PASS  %-16s %5d s  (%d min %02d s)%s\n' "$tier" "$took" $((took / 60)) $((took % 60)) "$work"
   else
-    printf 'FAIL  %-16s %5d s  (exit %d)\n' "$tier" "$took" "$rc"
+    printf 'FAIL  %-16s %5d s  (exit %d)%s\n' "$tier" "$took" "$rc" "$work"
     failed=1
   fi
 done
