@@ -78,7 +78,7 @@ run_tier() {
 }
 
 # Runs one tier, its lines prefixed with its name when lanes run side by side, and records
-# "<order> PASS|FAIL <tier> <seconds> <exit>" for the summary.
+# "<order> PASS|FAIL <tier> <seconds> <exit> <CPU seconds or ->" for the summary.
 timed_tier() {
   local order=$1 tier=$2 prefix=$3 start rc cpu=-
   start=$SECONDS
