@@ -224,12 +224,12 @@ def test_degraded_link_lowers_the_measured_bandwidth_and_moves_the_plan(deployed
     # and on what the healthy link measured on busy cores (more than half in most CI runs,
     # 12% in one); the fixed operating point below is the check of the physics.
     assert after["predicted"]["tokens_per_s"] < before["predicted"]["tokens_per_s"]
-    # At one operating point (the plan's batch moves with the SLO), the PP send grows with
-    # the link's loss and the throughput follows it.
+    # At one operating point (the plan's batch moves with the SLO), the PP send grows as the
+    # measured bandwidth shrinks (a fixed latency aside) and the throughput follows it.
     est_before, est_after = _estimate_pp2(ARTIFACTS / "facts"), _estimate_pp2(degraded)
     pp_before = est_before["step_breakdown_ms"]["pp_comm"]
     pp_after = est_after["step_breakdown_ms"]["pp_comm"]
-    assert pp_after > 4 * pp_before, (pp_before, pp_after)
+    assert pp_after / pp_before > 0.8 * healthy / slow, (healthy, slow, pp_before, pp_after)
     tok_before = est_before["output_tokens_per_s"]["median"]
     assert est_after["output_tokens_per_s"]["median"] < 0.75 * tok_before
     print(

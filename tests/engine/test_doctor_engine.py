@@ -1,6 +1,6 @@
 """`vfleet doctor` against a real vLLM CPU engine driven into each condition on purpose:
 queueing (max-num-seqs 1), KV pressure (a pinned KV of 16 blocks), prefill interference
-(long prompts with chunked prefill off), and under-use (an idle server)."""
+(bursts of long prompts with chunked prefill off), and under-use (an idle server)."""
 
 from __future__ import annotations
 
@@ -156,6 +156,34 @@ class _Feeder:
             time.sleep(0.2)
 
 
+class _Bursts:
+    """Sends `size` copies of a job at once, waits for them, then pauses twice as long as
+    they took, until stopped: the share of engine time spent on the bursts stays near a
+    third whatever the machine's speed."""
+
+    def __init__(self, base: str, job: tuple[list[int], int], size: int) -> None:
+        self.base, self.job, self.size = base, job, size
+        self.done = 0
+        self.stop = threading.Event()
+        self.loop = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            started = time.monotonic()
+            for t in _load(self.base, [self.job] * self.size):
+                t.join(timeout=180)
+            self.done += 1
+            self.stop.wait(2 * (time.monotonic() - started))
+
+    def __enter__(self) -> _Bursts:
+        self.loop.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.loop.join(timeout=240)
+
+
 def test_queueing_then_under_use(vllm_venv, tiny_models, tmp_path):
     with VllmServer(
         tiny_models / "tiny-llama",
@@ -207,14 +235,16 @@ def test_long_prompts_without_chunked_prefill_stall_decoding(vllm_venv, tiny_mod
         run_dir=tmp_path / "pf",
         extra_args=["--no-enable-chunked-prefill", "--max-num-batched-tokens", "65536"],
     ) as server:
-        # Bursts of 32 long prompts land whole in single steps (no chunking) while short
-        # decode streams run; the prompts ask for one token, so only the streams add
-        # inter-token samples, and a few percent of those carry a burst's prefill.
-        with _Feeder(server.base_url, ([11] * 1900, 1), in_flight=32, every_s=0.15):
-            time.sleep(0.5)
-            for _ in range(3):
-                for t in _load(server.base_url, [([3] * 16, 60)]):
-                    t.join(timeout=120)
+        # Decode streams run while bursts of long one-token prompts land whole in single
+        # steps (no chunking). Each burst is followed by a pause twice its own length, so a
+        # few percent of the streams' inter-token gaps carry a prefill on an idle machine
+        # and on a busy one alike: the tail stretches while the median stays a decode step.
+        # (A feeder that keeps prompts always in flight puts a prefill in every step, and
+        # then the median stalls too.)
+        with _Bursts(server.base_url, ([11] * 1900, 1), size=8) as bursts:
+            while bursts.done < 4:
+                for t in _load(server.base_url, [([3] * 16, 200)] * 4):
+                    t.join(timeout=240)
         report = _doctor(server)
         assert "prefill_interference" in _ids(report), json.dumps(report["observation"])
         knob = next(d for d in report["diagnoses"] if d["id"] == "prefill_interference")[

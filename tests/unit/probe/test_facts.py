@@ -197,7 +197,24 @@ def test_l40s_two_hosts_with_iperf3_only(tmp_path):
     b["bandwidth"]["iperf3"] = {"10.30.0.21": {"bits_per_second_received": 93.0e9}}
     spec = to_cluster.cluster_from_facts_dir(write_dir(tmp_path, a, b))
     assert spec.intra_node.busbw_GBps == 19.5
-    assert spec.inter_node.busbw_GBps == pytest.approx(93.0 / 8 * 0.9, abs=1e-3)
+    assert spec.inter_node.busbw_GBps == pytest.approx(93.0 / 8 * 0.9, rel=1e-3)
+
+
+def test_a_slow_link_keeps_its_measured_ratio(tmp_path):
+    # 100 and 27 Mbit/s: rounding GB/s to fixed decimals once made these 0.011 and 0.003, a
+    # ratio of 3.7 where the links measured 3.7 only by accident and 100 vs 2.7 became 11 vs 0.
+    def spec_for(gbps: float) -> float:
+        a = with_bandwidth(raw_probe(L40S), intra=19.5)
+        b = second_host(with_bandwidth(raw_probe(L40S), intra=20.1), "l40s-node-1", "10.30.0.22")
+        a["bandwidth"]["iperf3"] = {"10.30.0.22": {"bits_per_second_received": gbps * 1e9}}
+        b["bandwidth"]["iperf3"] = {"10.30.0.21": {"bits_per_second_received": gbps * 1e9}}
+        folder = tmp_path / str(gbps)
+        folder.mkdir()
+        return to_cluster.cluster_from_facts_dir(write_dir(folder, a, b)).inter_node.busbw_GBps
+
+    healthy, slow, slower = spec_for(0.1), spec_for(0.027), spec_for(0.0027)
+    assert healthy / slow == pytest.approx(0.1 / 0.027, rel=1e-3)
+    assert slower == pytest.approx(0.0027 / 8 * 0.9, rel=1e-3)
 
 
 def test_gb200_tray(tmp_path):

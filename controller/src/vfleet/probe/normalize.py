@@ -54,6 +54,7 @@ from vfleet.probe.network import (
     parse_net_records,
     parse_pci_nic_records,
 )
+from vfleet.probe.text_numbers import significant
 
 PROBE_SCHEMA = "vfleet.probe/1"
 
@@ -81,7 +82,7 @@ def _bandwidth(raw: dict[str, Any]) -> dict[str, Any]:
     iperf = {}
     for peer, result in (bw.get("iperf3") or {}).items():
         if isinstance(result, dict) and result.get("bits_per_second_received"):
-            iperf[peer] = round(float(result["bits_per_second_received"]) / 1e9, 3)
+            iperf[peer] = significant(float(result["bits_per_second_received"]) / 1e9)
     backends: set[Any] = {
         (bw.get(k) or {}).get("backend") for k in ("intra_allreduce", "inter_allreduce")
     } - {None}

@@ -50,6 +50,7 @@ from typing import Any
 from vfleet.catalog.gpus import Gpu, resolve_gpu
 from vfleet.errors import UserError
 from vfleet.probe.normalize import load_facts_file
+from vfleet.probe.text_numbers import significant
 from vfleet.topology.cluster import Cluster, InterNode, IntraNode, Node
 
 NVLINK_LINK_GBPS = 25.0  # one NVLink 3/4 link, one direction
@@ -196,7 +197,7 @@ def _intra(hosts: list[dict[str, Any]], nodes: list[Node], allow_partial: bool) 
     if not links:
         return IntraNode("pcie", PCIE_EXPECTED_GBPS)  # single-GPU hosts: never used
     # The weakest host bounds every layout that spans a node.
-    return IntraNode(min(links, key=LINK_RANK.__getitem__), round(min(speeds), 3))
+    return IntraNode(min(links, key=LINK_RANK.__getitem__), significant(min(speeds)))
 
 
 def _nvlink_domains(hosts: list[dict[str, Any]], nodes: list[Node]) -> dict[Any, int]:
@@ -246,7 +247,7 @@ def _inter(hosts: list[dict[str, Any]], nodes: list[Node], allow_partial: bool) 
         busbw = _intra_expected("nvswitch", nodes[0].gpu, hosts[0])
     else:
         busbw = min(_inter_expected(fabric, f) for f in hosts)
-    return InterNode(fabric, round(busbw, 3), domain_gpus)
+    return InterNode(fabric, significant(busbw), domain_gpus)
 
 
 def _vllm(hosts: list[dict[str, Any]]) -> tuple[str | None, tuple[str, ...]]:
