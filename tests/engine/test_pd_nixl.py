@@ -27,6 +27,7 @@ import pytest
 
 from support import ci_gate, harness
 from support.cli_run import vfleet
+from vfleet.observe.scrape import observe_pools
 
 pytestmark = pytest.mark.engine
 
@@ -171,6 +172,15 @@ def test_the_rendered_pair_moves_the_kv_through_the_rendered_router(tmp_path, ti
         assert sum(moved.values()) > 0, moved
         assert _by_source(prefill.metrics_text()).get("local_compute", 0) >= prompt_tokens
         assert body["usage"]["completion_tokens"] == 6
+        # The deploy report reads the same pair through the rendered endpoints.json (the
+        # engines here serve under the harness's model name, not the rendered one).
+        listed = json.loads((out / "endpoints.json").read_text())["endpoints"]
+        listed = [{**ep, "model": prefill.served_model_name} for ep in listed]
+        measured, unread = observe_pools(listed)
+        assert unread == "" and set(measured) == {"prefill", "decode"}, unread
+        assert measured["decode"].prompt_transferred == after["external_kv_transfer"]
+        assert measured["decode"].prompt_local == after.get("local_compute", 0.0)
+        assert measured["prefill"].prompt_local >= prompt_tokens
 
 
 def _own_core(core: int) -> dict[str, str]:

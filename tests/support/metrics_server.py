@@ -50,3 +50,30 @@ def text(body: str) -> Body:
         handler.wfile.write(body.encode())
 
     return answer
+
+
+# One engine's page in a prefill/decode pair, vLLM 0.32's series and labels.
+PD_ENGINE = """\
+vllm:num_requests_running{{engine="0",model_name="m"}} {running}
+vllm:num_requests_waiting{{engine="0",model_name="m"}} {waiting}
+vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} 0.3
+vllm:num_preemptions_total{{engine="0",model_name="m"}} 0
+vllm:request_success_total{{engine="0",finished_reason="length",model_name="m"}} 100
+vllm:prompt_tokens_total{{engine="0",model_name="m"}} 102400
+vllm:generation_tokens_total{{engine="0",model_name="m"}} 25600
+vllm:prompt_tokens_by_source_total{{engine="0",model_name="m",source="local_compute"}} {local}
+vllm:prompt_tokens_by_source_total{{engine="0",model_name="m",source="local_cache_hit"}} 0
+vllm:prompt_tokens_by_source_total{{model_name="m",source="external_kv_transfer"}} {pulled}
+vllm:nixl_num_failed_transfers_total{{engine="0",model_name="m"}} {failed}
+vllm:nixl_num_kv_expired_reqs_total{{engine="0",model_name="m"}} {expired}
+"""
+
+
+def pd_engine_text(
+    running: int = 8, waiting: int = 0, local: int = 0, pulled: int = 0, failed: int = 0,
+    expired: int = 0,
+) -> str:  # fmt: skip
+    return PD_ENGINE.format(
+        running=running, waiting=waiting, local=local, pulled=pulled, failed=failed,
+        expired=expired,
+    )  # fmt: skip

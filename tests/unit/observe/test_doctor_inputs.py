@@ -9,11 +9,11 @@ import pytest
 
 from support.cli_run import vfleet
 from support.paths import REPO
-from vfleet.cli import doctor_command as cli_doctor
 from vfleet.cli import main as cli
 from vfleet.cli.doctor_command import config_from_plan
 from vfleet.documents.plan import load_plan
 from vfleet.errors import UserError
+from vfleet.observe import scrape
 from vfleet.observe.doctor import observe, report_text
 from vfleet.observe.findings import EngineConfig, config_from_log
 from vfleet.observe.metrics import parse
@@ -110,7 +110,7 @@ def test_logs_without_evidence_never_say_healthy(tmp_path, capsys):
 
 def test_endpoints_file_is_read_and_checked(tmp_path, monkeypatch, capsys):
     seen = []
-    monkeypatch.setattr(cli_doctor, "_fetch_metrics", lambda url: seen.append(url) or GOOD)
+    monkeypatch.setattr(scrape, "fetch_metrics", lambda url: seen.append(url) or GOOD)
     doc = {
         "model": "m",
         "endpoints": [

@@ -19,7 +19,7 @@ from support.hostile import assert_one_line
 from support.metrics_server import prometheus_headers, serve
 from vfleet.cli import doctor_command as cli_doctor
 from vfleet.errors import UserError
-from vfleet.observe import metrics
+from vfleet.observe import metrics, scrape
 
 GOOD = 'vllm:num_requests_running{engine="0"} 3\nvllm:num_requests_waiting{engine="0"} 0\n'
 
@@ -107,7 +107,7 @@ def _refused(result: Result, *says: str) -> str:
 
 @pytest.fixture
 def short_deadline(monkeypatch: pytest.MonkeyPatch) -> float:
-    monkeypatch.setattr(cli_doctor, "FETCH_DEADLINE_S", 1.5)
+    monkeypatch.setattr(scrape, "FETCH_DEADLINE_S", 1.5)
     return 1.5
 
 

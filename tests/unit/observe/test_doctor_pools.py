@@ -1,6 +1,6 @@
 """`vfleet doctor` on a disaggregated deployment: each pool judged apart, then the KV
 handover and the balance between them. The counters are vLLM 0.32's (the P/D engine test
-reads the same ones from real engines)."""
+reads the same ones from real engines; the page is tests/support/metrics_server.py's)."""
 
 from __future__ import annotations
 
@@ -12,32 +12,11 @@ from pathlib import Path
 import pytest
 
 from support.cli_run import vfleet
+from support.metrics_server import pd_engine_text as engine_text
 from support.metrics_server import serve, text
 from vfleet.observe.doctor import observe
 from vfleet.observe.metrics import parse
 from vfleet.observe.pool_findings import pool_diagnoses
-
-ENGINE = """\
-vllm:num_requests_running{{engine="0",model_name="m"}} {running}
-vllm:num_requests_waiting{{engine="0",model_name="m"}} {waiting}
-vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} 0.3
-vllm:num_preemptions_total{{engine="0",model_name="m"}} 0
-vllm:request_success_total{{engine="0",finished_reason="length",model_name="m"}} 100
-vllm:prompt_tokens_total{{engine="0",model_name="m"}} 102400
-vllm:generation_tokens_total{{engine="0",model_name="m"}} 25600
-vllm:prompt_tokens_by_source_total{{engine="0",model_name="m",source="local_compute"}} {local}
-vllm:prompt_tokens_by_source_total{{engine="0",model_name="m",source="local_cache_hit"}} 0
-vllm:prompt_tokens_by_source_total{{model_name="m",source="external_kv_transfer"}} {pulled}
-vllm:nixl_num_failed_transfers_total{{engine="0",model_name="m"}} {failed}
-vllm:nixl_num_kv_expired_reqs_total{{engine="0",model_name="m"}} {expired}
-"""
-
-
-def engine_text(running=8, waiting=0, local=0, pulled=0, failed=0, expired=0):
-    return ENGINE.format(
-        running=running, waiting=waiting, local=local, pulled=pulled, failed=failed,
-        expired=expired,
-    )  # fmt: skip
 
 
 def obs(**kw):

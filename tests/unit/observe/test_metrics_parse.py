@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from vfleet.cli import doctor_command as cli_doctor
 from vfleet.cli import main as cli
 from vfleet.errors import UserError
+from vfleet.observe import scrape
 from vfleet.observe.metrics import parse
 
 # One server, two served models (as with two LoRA-free model names on one port): each
@@ -170,7 +170,7 @@ def _running(capsys) -> float:
 
 
 def test_doctor_reads_the_model_endpoints_json_names_or_the_flag(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli_doctor, "_fetch_metrics", lambda url: TWO)
+    monkeypatch.setattr(scrape, "fetch_metrics", lambda url: TWO)
     assert cli.main(["doctor", "--endpoints", _endpoints(tmp_path, "qwen"), "--json"]) == 0
     assert _running(capsys) == 2.0
     argv = ["doctor", "--endpoint", "http://10.0.0.1:8000", "--json"]
@@ -182,7 +182,7 @@ def test_doctor_reads_the_model_endpoints_json_names_or_the_flag(tmp_path, monke
 
 
 def test_doctor_refuses_an_endpoints_json_of_several_models(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli_doctor, "_fetch_metrics", lambda url: TWO)
+    monkeypatch.setattr(scrape, "fetch_metrics", lambda url: TWO)
     path = _endpoints(tmp_path, "llama", "qwen")
     assert cli.main(["doctor", "--endpoints", path]) == 2
     err = capsys.readouterr().err

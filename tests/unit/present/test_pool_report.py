@@ -1,13 +1,18 @@
-"""The deploy report's prefill/decode section, from a plan the planner made."""
+"""The deploy report's prefill/decode section, from a plan the planner made, and each pool's
+engines read after the load test (real HTTP servers on 127.0.0.1 answering with P/D pages)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from support.cli_run import vfleet
+from support.metrics_server import pd_engine_text, serve, text
 from vfleet.documents.plan import load_plan
+from vfleet.observe.scrape import observe_pools
 from vfleet.present import report
 from vfleet.present.pool_report import pools_section
 
@@ -72,3 +77,57 @@ def test_aggregated_serving_asked_for_compared_nothing_and_has_no_section(plans)
 def test_a_plan_from_before_disaggregation_has_no_section(plans):
     plan = load_plan(plans["aggregated"]).model_copy(update={"disaggregation": None})
     assert pools_section(plan, []) is None
+
+
+@contextlib.contextmanager
+def _serving(page: str) -> Iterator[str]:
+    yield from serve(text(page))
+
+
+@contextlib.contextmanager
+def _pools(prefill: str, decode: str) -> Iterator[list[dict[str, object]]]:
+    """endpoints.json's entries for one prefill and one decode engine serving these pages."""
+    with contextlib.ExitStack() as stack:
+        urls = [stack.enter_context(_serving(page)) for page in (prefill, decode)]
+        yield [
+            {"engine": f"engine-{i}", "pool": pool, "url": f"{url}/v1", "model": "m"}
+            for i, (pool, url) in enumerate(zip(("prefill", "decode"), urls, strict=True))
+        ]
+
+
+def test_each_pools_engines_are_read_and_a_working_handover_is_said(plans):
+    plan = load_plan(plans["disaggregated"])
+    with _pools(pd_engine_text(local=102400), pd_engine_text(local=800, pulled=101600)) as eps:
+        measured, unread = observe_pools(eps)
+    assert unread == "" and set(measured) == {"prefill", "decode"}
+    assert measured["decode"].prompt_transferred == 101600
+    text_ = _markdown(pools_section(plan, [], measured))  # type: ignore[arg-type]
+    assert "| prefill | 1 | 100 | 102,400 | 0 |" in text_
+    assert "| decode | 1 | 100 | 800 | 101,600 |" in text_
+    assert "computed 800 of its 102,400 prompt tokens (0.8%)" in text_
+    assert "the KV handover works" in text_
+
+
+def test_a_decode_pool_recomputing_prompts_is_pointed_at_the_doctor(plans):
+    plan = load_plan(plans["disaggregated"])
+    recomputing = pd_engine_text(local=51200, pulled=51200, failed=3)
+    with _pools(pd_engine_text(local=102400), recomputing) as eps:
+        measured, _ = observe_pools(eps)
+    text_ = _markdown(pools_section(plan, [], measured))  # type: ignore[arg-type]
+    assert "(50.0%)" in text_ and "recomputing prompts" in text_ and "vfleet doctor" in text_
+    assert text_.count("| 3 |") == 1  # the failed transfers, on the decode row
+
+
+def test_an_unreadable_engine_is_a_note_not_a_failed_report():
+    with _serving(pd_engine_text()) as good:
+        eps = [
+            {"engine": "engine-0", "pool": "prefill", "url": f"{good}/v1", "model": "m"},
+            {"engine": "engine-1", "pool": "decode", "url": "http://127.0.0.1:9/v1", "model": "m"},
+        ]
+        measured, unread = observe_pools(eps)
+    assert measured == {} and "could not be read" in unread and "127.0.0.1:9" in unread
+
+
+def test_aggregated_engines_are_not_read():
+    eps = [{"engine": "engine-0", "url": "http://127.0.0.1:9/v1", "model": "m"}]
+    assert observe_pools(eps) == ({}, "")

@@ -1,18 +1,26 @@
 """The deploy report's section for a disaggregated plan: the two modes the planner compared,
-each pool's settings and planned rate, the KV handover, and what the load test measured
-through the router next to what the plan predicted (docs/pd-disaggregation.md)."""
+each pool's settings and planned rate, the KV handover, what the load test measured through
+the router next to what the plan predicted, and what each pool's own engines counted
+(docs/pd-disaggregation.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from vfleet.documents.plan import Plan
+from vfleet.observe.doctor import Observation, ms
+from vfleet.observe.pool_findings import RECOMPUTE_SHARE
 from vfleet.present.report import Block, Section, Table, Text
 
 
-def pools_section(plan: Plan, loadtests: list[dict[str, Any]]) -> Section | None:
+def pools_section(
+    plan: Plan,
+    loadtests: list[dict[str, Any]],
+    measured: Mapping[str, Observation] | None = None,
+) -> Section | None:
     """None for a plan that compared no modes (aggregated by request, or planned before
-    disaggregation existed)."""
+    disaggregation existed). `measured`: each pool's engines read after the load test."""
     split = plan.disaggregation
     if split is None or (split.chosen == "aggregated" and len(split.compared) < 2):
         return None
@@ -79,10 +87,10 @@ def pools_section(plan: Plan, loadtests: list[dict[str, Any]]) -> Section | None
                 ]
             )
         )
-    measured = [r for r in loadtests if r.get("endpoint") == "router"]
+    routed = [r for r in loadtests if r.get("endpoint") == "router"]
     chosen = next((row for row in split.compared if row.mode == split.chosen), None)
-    if measured and chosen is not None and split.chosen == "disaggregated":
-        got = float(measured[-1].get("output_throughput", 0.0))
+    if routed and chosen is not None and split.chosen == "disaggregated":
+        got = float(routed[-1].get("output_throughput", 0.0))
         blocks.append(
             Text(
                 [
@@ -94,4 +102,65 @@ def pools_section(plan: Plan, loadtests: list[dict[str, Any]]) -> Section | None
                 ]
             )
         )
+    if measured:
+        blocks += measured_blocks(measured)
     return Section("Aggregated or prefill/decode pools", blocks)
+
+
+def measured_blocks(measured: Mapping[str, Observation]) -> list[Block]:
+    """Each pool's own counters (since its engines started, the load test included) and
+    whether the decode pool was handed the prompts' KV or computed them itself."""
+    rows = [
+        [
+            name,
+            str(obs.engines),
+            f"{obs.requests_done:,.0f}",
+            f"{obs.prompt_local:,.0f}",
+            f"{obs.prompt_transferred:,.0f}",
+            ms(obs.ttft_p50),
+            ms(obs.itl_p50),
+            f"{obs.preemptions:,.0f}",
+            f"{obs.kv_transfer_failures + obs.kv_expired:,.0f}",
+        ]
+        for name, obs in sorted(measured.items(), key=lambda item: item[0] != "prefill")
+    ]
+    blocks: list[Block] = [
+        Table(
+            [
+                "pool (measured)",
+                "engines",
+                "requests",
+                "prompt tokens computed",
+                "prompt tokens received",
+                "TTFT p50",
+                "ITL p50",
+                "preemptions",
+                "KV transfers failed or expired",
+            ],
+            rows,
+        )
+    ]
+    decode = measured.get("decode")
+    if decode is not None:
+        prompts = decode.prompt_local + decode.prompt_transferred
+        if prompts > 0:
+            share = decode.prompt_local / prompts
+            verdict = (
+                "the KV handover works"
+                if share <= RECOMPUTE_SHARE
+                else "the decode engines are recomputing prompts: run `vfleet doctor "
+                "--endpoints` on this deployment's endpoints.json"
+            )
+            blocks.append(
+                Text(
+                    [
+                        (
+                            "",
+                            f"The decode pool computed {decode.prompt_local:,.0f} of its "
+                            f"{prompts:,.0f} prompt tokens ({share:.1%}) and received the rest "
+                            f"from the prefill pool: {verdict}.",
+                        )
+                    ]
+                )
+            )
+    return blocks
