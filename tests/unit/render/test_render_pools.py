@@ -112,6 +112,13 @@ def test_the_router_fronts_every_engine_and_its_script_passes_exactly_its_argv(t
     given = {argv[i + 1]: argv[i][2:] for i, a in enumerate(argv) if a in ("--prefill", "--decode")}
     assert given == urls
     assert front["router"]["url"].endswith(f":{argv[argv.index('--port') + 1]}/v1")
+    assert _router_argv(folder, tmp_path) == argv[1:]
+    unit = (folder / "vfleet-router.service").read_text()
+    assert "\nExecStart=/bin/bash " in unit and unit.count("/router/router.sh") == 1
+
+
+def _router_argv(folder: Path, tmp_path: Path) -> list[str]:
+    """What router.sh hands to vllm-router, run with a printer in its place."""
     printer = tmp_path / "printer"
     printer.write_text('#!/bin/bash\nprintf "%s\\0" "$@" > "$ARGV_OUT"\n')
     printer.chmod(printer.stat().st_mode | stat.S_IEXEC)
@@ -123,15 +130,31 @@ def test_the_router_fronts_every_engine_and_its_script_passes_exactly_its_argv(t
             "VLLM_ROUTER_BIN": str(printer),
             "ARGV_OUT": str(got),
         },
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=30,
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    assert got.read_bytes().decode().split("\0")[:-1] == argv[1:]
-    unit = (folder / "vfleet-router.service").read_text()
-    assert "\nExecStart=/bin/bash " in unit and unit.count("/router/router.sh") == 1
+    return got.read_bytes().decode().split("\0")[:-1]
+
+
+def test_the_router_hands_the_engines_the_api_key_it_reads_at_start(tmp_path):
+    """The engines refuse callers without their key (HTTP 401), the router too. vllm-router
+    takes the key only as --api-key: router.sh reads it from the key file when it starts, so
+    neither router.sh nor command.json holds it."""
+    key_file = tmp_path / "api-key"
+    key_file.write_text("s3cret-$(touch pwned) 'key'")
+    out = _render(tmp_path, "0.33.0", CLUSTER, "--api-key-file", str(key_file))
+    front = json.loads((out / "endpoints.json").read_text())
+    folder = out / front["router"]["host"] / "router"
+    argv = json.loads((folder / "command.json").read_text())
+    got = _router_argv(folder, tmp_path)
+    assert got == [*argv[1:], "--api-key", key_file.read_text()]
+    assert not (tmp_path / "pwned").exists()  # the key is data, never run
+    for path in folder.iterdir():
+        assert "s3cret" not in path.read_text(), path
 
 
 def test_the_firewall_opens_side_channels_to_the_other_pool_and_the_router_to_clients(tmp_path):
