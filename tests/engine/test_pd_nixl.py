@@ -27,6 +27,7 @@ import pytest
 
 from support import ci_gate, harness
 from support.cli_run import vfleet
+from vfleet.documents.endpoints import Endpoint
 from vfleet.observe.scrape import observe_pools
 
 pytestmark = pytest.mark.engine
@@ -175,7 +176,9 @@ def test_the_rendered_pair_moves_the_kv_through_the_rendered_router(tmp_path, ti
         # The deploy report reads the same pair through the rendered endpoints.json (the
         # engines here serve under the harness's model name, not the rendered one).
         listed = json.loads((out / "endpoints.json").read_text())["endpoints"]
-        listed = [{**ep, "model": prefill.served_model_name} for ep in listed]
+        listed = [
+            Endpoint.model_validate({**ep, "model": prefill.served_model_name}) for ep in listed
+        ]
         measured, unread = observe_pools(listed)
         assert unread == "" and set(measured) == {"prefill", "decode"}, unread
         assert measured["decode"].prompt_transferred == after["external_kv_transfer"]

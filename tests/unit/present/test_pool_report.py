@@ -11,6 +11,7 @@ import pytest
 
 from support.cli_run import vfleet
 from support.metrics_server import pd_engine_text, serve, text
+from vfleet.documents.endpoints import Endpoint
 from vfleet.documents.plan import load_plan
 from vfleet.observe.scrape import observe_pools
 from vfleet.present import report
@@ -85,14 +86,31 @@ def _serving(page: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _pools(prefill: str, decode: str) -> Iterator[list[dict[str, object]]]:
+def _pools(prefill: str, decode: str) -> Iterator[list[Endpoint]]:
     """endpoints.json's entries for one prefill and one decode engine serving these pages."""
     with contextlib.ExitStack() as stack:
         urls = [stack.enter_context(_serving(page)) for page in (prefill, decode)]
         yield [
-            {"engine": f"engine-{i}", "pool": pool, "url": f"{url}/v1", "model": "m"}
+            _endpoint(i, pool, url)
             for i, (pool, url) in enumerate(zip(("prefill", "decode"), urls, strict=True))
         ]
+
+
+def _endpoint(index: int, pool: str | None, url: str) -> Endpoint:
+    """One endpoints.json entry, as render writes it, for an engine serving at `url`."""
+    return Endpoint.model_validate(
+        {
+            "engine": f"engine-{index}",
+            "mode": "single",
+            "host": f"h{index}",
+            "port": int(url.rsplit(":", 1)[1]),
+            "url": f"{url}/v1",
+            "health": f"{url}/health",
+            "model": "m",
+            "hosts": [f"h{index}"],
+            "pool": pool,
+        }
+    )
 
 
 def test_each_pools_engines_are_read_and_a_working_handover_is_said(plans):
@@ -120,14 +138,10 @@ def test_a_decode_pool_recomputing_prompts_is_pointed_at_the_doctor(plans):
 
 def test_an_unreadable_engine_is_a_note_not_a_failed_report():
     with _serving(pd_engine_text()) as good:
-        eps = [
-            {"engine": "engine-0", "pool": "prefill", "url": f"{good}/v1", "model": "m"},
-            {"engine": "engine-1", "pool": "decode", "url": "http://127.0.0.1:9/v1", "model": "m"},
-        ]
+        eps = [_endpoint(0, "prefill", good), _endpoint(1, "decode", "http://127.0.0.1:9")]
         measured, unread = observe_pools(eps)
     assert measured == {} and "could not be read" in unread and "127.0.0.1:9" in unread
 
 
 def test_aggregated_engines_are_not_read():
-    eps = [{"engine": "engine-0", "url": "http://127.0.0.1:9/v1", "model": "m"}]
-    assert observe_pools(eps) == ({}, "")
+    assert observe_pools([_endpoint(0, None, "http://127.0.0.1:9")]) == ({}, "")

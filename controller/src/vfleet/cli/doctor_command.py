@@ -80,7 +80,7 @@ def _served_model(models: list[str], path: Path) -> str:
 
 def run(namespace: argparse.Namespace) -> int:
     from vfleet.cli.from_model import from_namespace
-    from vfleet.documents.endpoints import load_endpoints
+    from vfleet.documents.endpoints import load_endpoints, pool_urls
     from vfleet.documents.requests import DoctorFlags
     from vfleet.observe import doctor, findings, pool_findings, scrape, startup
 
@@ -94,9 +94,7 @@ def run(namespace: argparse.Namespace) -> int:
         listed = load_endpoints(args.endpoints).endpoints
         endpoints += [e.base_url for e in listed]
         served = served or _served_model([e.model for e in listed], args.endpoints)
-        for endpoint in listed:
-            if endpoint.pool is not None:
-                pools.setdefault(endpoint.pool, []).append(endpoint.base_url)
+        pools = pool_urls(listed)
     endpoints = list(dict.fromkeys(endpoints))  # the same server once, however it was named
     if not endpoints and not args.log and not args.journal:
         raise UserError("give at least one --endpoint (or --log/--journal) to diagnose")
@@ -112,7 +110,7 @@ def run(namespace: argparse.Namespace) -> int:
         cfg.max_num_seqs, cfg.source = args.max_num_seqs, "--max-num-seqs"
     # A disaggregated deployment's pools are judged apart (their loads differ by design),
     # then side by side; any other set of endpoints is one pool.
-    groups = pools if set(pools) == {"prefill", "decode"} and not args.endpoint else {}
+    groups = pools if not args.endpoint else {}
     groups = groups or ({"all": endpoints} if endpoints else {})
     observed = scrape.observe_groups(groups, served, args.watch)
     found = startup.log_diagnoses(log, cfg)

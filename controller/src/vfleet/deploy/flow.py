@@ -178,6 +178,7 @@ def write_report(
 ) -> Path:
     """report.md and report.html from the planner's own budget (nothing recomputed from JSON);
     with the cluster, this deploy's ledger lines too (vfleet.feedback.ledger)."""
+    from vfleet.documents.endpoints import Endpoint
     from vfleet.observe.scrape import observe_pools
     from vfleet.present import report
     from vfleet.present.budget_report import parse_range, sweep
@@ -211,7 +212,7 @@ def write_report(
         )
         ledger.append(ctx.artifacts / "ledger.jsonl", lines)
     more, more_plots = _sweep_and_calibration(ctx, result, lines, out)
-    measured, unread = observe_pools(endpoints)
+    measured, unread = observe_pools([Endpoint.model_validate(e) for e in endpoints])
     if unread:
         notes.append(unread)
     pools = pools_section(result.plan, loadtest_results(out), measured)

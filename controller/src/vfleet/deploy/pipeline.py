@@ -74,14 +74,6 @@ def _local_controller(run: Run) -> None:
     the tiny model, and an HTTP server for the wheelhouse inside the testbed's network
     (ansible/playbooks/local-controller.yml, which the molecule scenarios run too)."""
     port = run.ctx.var("vfleet_wheelhouse_port", 8080)
-    pinned = pins.pins(run.ctx.root)
-    # Prefill/decode pools also install NIXL (the vllm role) and the router (vllm_router).
-    pd = flow.serving_mode(run.ctx) != "aggregated"
-    extra = (
-        [f"nixl=={pinned['NIXL_VERSION']}", f"vllm-router=={pinned['VLLM_ROUTER_VERSION']}"]
-        if pd
-        else []
-    )
     playbook(
         run.ctx,
         "controller: wheelhouse, tiny model, server",
@@ -92,9 +84,19 @@ def _local_controller(run: Run) -> None:
             "vfleet_controller_work": str(run.ctx.artifacts),
             "vfleet_controller_testbed": TESTBED_NAME,
             "vfleet_controller_serve_url": f"http://10.213.0.2:{port}",
-            "vfleet_controller_extra_packages": extra,
+            "vfleet_controller_extra_packages": controller_extra_packages(run.ctx),
         },
     )
+
+
+def controller_extra_packages(ctx: Context) -> list[str]:
+    """What the local wheelhouse holds beside the vLLM CPU build: a serving mode that may
+    plan prefill/decode pools also needs NIXL (the vllm role installs it) and the router
+    (the vllm_router role), at the versions pins.env names; aggregated serving needs neither."""
+    if flow.serving_mode(ctx) == "aggregated":
+        return []
+    pinned = pins.pins(ctx.root)
+    return [f"nixl=={pinned['NIXL_VERSION']}", f"vllm-router=={pinned['VLLM_ROUTER_VERSION']}"]
 
 
 def _probe(run: Run) -> None:

@@ -7,6 +7,7 @@ connection error later.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -84,6 +85,16 @@ class Endpoints(StrictModel):
     """every engine, one entry each"""
     router: Router | None = None
     """the P/D router of a disaggregated plan"""
+
+
+def pool_urls(endpoints: Iterable[Endpoint]) -> dict[str, list[str]]:
+    """Each pool's engines' server roots, by pool name: only for a disaggregated deployment
+    (a prefill and a decode pool both there); empty for any other set of engines."""
+    pools: dict[str, list[str]] = {}
+    for endpoint in endpoints:
+        if endpoint.pool is not None:
+            pools.setdefault(endpoint.pool, []).append(endpoint.base_url)
+    return pools if set(pools) == {"prefill", "decode"} else {}
 
 
 def load_endpoints(path: Path) -> Endpoints:

@@ -8,8 +8,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Protocol
+from typing import Protocol
 
+from vfleet.documents.endpoints import Endpoint, pool_urls
 from vfleet.errors import UserError
 from vfleet.observe import doctor, metrics
 from vfleet.observe.doctor import Observation
@@ -131,18 +132,14 @@ def _too_slow(url: str) -> UserError:
     )
 
 
-def observe_pools(endpoints: list[dict[str, Any]]) -> tuple[dict[str, Observation], str]:
+def observe_pools(endpoints: list[Endpoint]) -> tuple[dict[str, Observation], str]:
     """A disaggregated deployment's prefill and decode pools, each read once; empty for any
     other set of engines. An engine that cannot be read leaves the reading out and says
     why in the returned note rather than failing the report it feeds."""
-    groups: dict[str, list[str]] = {}
-    for ep in endpoints:
-        if ep.get("pool") in ("prefill", "decode"):
-            groups.setdefault(ep["pool"], []).append(str(ep["url"]).rstrip("/").removesuffix("/v1"))
-    if set(groups) != {"prefill", "decode"}:
+    groups = pool_urls(endpoints)
+    if not groups:
         return {}, ""
-    model = next((str(ep["model"]) for ep in endpoints if ep.get("model")), None)
     try:
-        return observe_groups(groups, model, 0), ""
+        return observe_groups(groups, endpoints[0].model, 0), ""
     except UserError as exc:
         return {}, f"The pools' engines could not be read after the load test: {exc}"
