@@ -10,6 +10,7 @@ import pytest
 
 from support.bundles import deploy_context
 from support.paths import REPO
+from vfleet.deploy.flow import serving_mode
 from vfleet.deploy.pipeline import controller_extra_packages
 from vfleet.environment.pins import pins
 from vfleet.errors import UserError
@@ -40,3 +41,15 @@ def test_aggregated_serving_adds_nothing(tmp_path, mode):
 def test_an_unknown_mode_is_refused_before_anything_is_installed(tmp_path):
     with pytest.raises(UserError, match="use auto, aggregated or disaggregated"):
         controller_extra_packages(_context(tmp_path, "both"))
+
+
+def test_auto_behind_an_api_key_serves_aggregated(tmp_path):
+    """Pools cannot sit behind a key (vllm-router 0.1 hands the engines an empty one), so
+    `auto` with a key plans aggregated and the wheelhouse needs nothing more."""
+    ctx = _context(tmp_path, "auto")
+    key = tmp_path / "api-key"
+    key.write_text("k")
+    ctx.api_key_file = key
+    assert serving_mode(ctx) == "aggregated" and controller_extra_packages(ctx) == []
+    ctx.api_key_file = None
+    assert serving_mode(ctx) == "auto"

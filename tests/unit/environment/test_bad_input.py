@@ -416,6 +416,14 @@ def test_the_shipped_environments_are_valid():
             "vfleet_gpus: Input should be greater than or equal to 1",
         ),
         (_group_vars(lambda d: d.update(vllm_launch_api_key="sk-123")), "in clear text"),
+        (
+            _group_vars(
+                lambda d: d.update(
+                    vfleet_serving_mode="disaggregated", vfleet_api_key_file="/etc/key"
+                )
+            ),
+            "vllm-router 0.1 sends the engines an empty API key",
+        ),
     ],
 )
 def test_deploy_refuses_before_touching_anything(tmp_path, no_commands, change, needle):

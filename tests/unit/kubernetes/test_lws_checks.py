@@ -25,7 +25,7 @@ BY_NAME = {c.name: c for c in CASES}
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
     out = {}
-    for name in ("dense-single-node", "dp16-ep-two-nodes"):
+    for name in ("dense-single-node", "dp16-ep-two-nodes", "pd-disaggregated"):
         out[name] = plan_case(BY_NAME[name], tmp_path_factory.mktemp(name))
     return out
 
@@ -179,6 +179,18 @@ def test_bad_inputs_get_one_line_and_nothing_written(
     code, _, err = render_lws(plan, cluster, out, *flags)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
     assert "Traceback" not in err and not out.exists()
+
+
+def test_pools_behind_an_api_key_secret_are_refused(
+    planned: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    """vllm-router 0.1 hands the engines an empty key: keyed pools would answer 401."""
+    plan, cluster = planned["pd-disaggregated"]
+    out = tmp_path / "lws"
+    code, _, err = render_lws(plan, cluster, out, "--api-key-secret", "vllm-key")
+    assert code == 2 and "--api-key-secret with prefill/decode pools" in err, err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()
+    assert render_lws(plan, cluster, out)[0] == 0
 
 
 def test_kueue_labels_each_group_and_pins_it_to_a_topology_domain(

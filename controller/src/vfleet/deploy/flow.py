@@ -49,12 +49,17 @@ DEFAULT_MODE: Mode = "aggregated"
 
 
 def serving_mode(ctx: Context) -> Mode:
-    """The environment's vfleet_serving_mode (validated with the deploy vars)."""
+    """The environment's vfleet_serving_mode (validated with the deploy vars). `auto` behind
+    an API key is aggregated: vllm-router 0.1 cannot hand prefill/decode engines their key
+    (vfleet.render.disaggregated.refuse_keyed_pools), and the deploy vars refuse an explicit
+    `disaggregated` with a key before anything is installed."""
     mode = ctx.var("vfleet_serving_mode") or DEFAULT_MODE
     if mode not in ("auto", "aggregated", "disaggregated"):
         raise UserError(
             f"vfleet_serving_mode {str(mode)[:40]!r}: use auto, aggregated or disaggregated"
         )
+    if mode == "auto" and ctx.api_key_file is not None:
+        return "aggregated"
     return cast(Mode, mode)
 
 

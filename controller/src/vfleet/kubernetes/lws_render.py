@@ -22,6 +22,7 @@ from vfleet.errors import UserError
 from vfleet.kubernetes import manifests
 from vfleet.kubernetes.groups import Group, base_name, groups
 from vfleet.kubernetes.pods import Container
+from vfleet.render.disaggregated import refuse_keyed_pools
 from vfleet.render.types import RenderOptions
 from vfleet.render.write import write_render
 from vfleet.topology.cluster import Cluster
@@ -101,6 +102,8 @@ def manifests_for(
         )
     base = lws.lws_name or base_name(opts.served_model_name)
     pools = groups(plan, cluster, base, opts.backend)
+    if len(pools) == 2:
+        refuse_keyed_pools("--api-key-secret" if lws.api_key_secret else None)
     bodies: list[dict[str, Any]] = []
     notes: list[str] = []
     for group in pools:

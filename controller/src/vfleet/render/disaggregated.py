@@ -30,6 +30,19 @@ ROUTER_PORT_OFFSET = 1000  # the router listens on the API base port + this
 ROUTER_POLICY = "consistent_hash"  # one prompt prefix keeps meeting the same engines
 
 
+def refuse_keyed_pools(key_source: str | None) -> None:
+    """Refuse prefill/decode pools behind an API key. vllm-router 0.1 (0.1.17 checked) sends
+    every engine `Authorization: Bearer ` with an empty token, whatever it is given (its
+    --api-key, OPENAI_API_KEY, the client's own header), so engines holding a key answer
+    HTTP 401 to every routed request; the router itself checks no client key."""
+    if key_source:
+        raise UserError(
+            f"{key_source} with prefill/decode pools: vllm-router 0.1 sends the engines an "
+            "empty API key, so every routed request would get HTTP 401; serve the pools "
+            "without a key on a private network, or serve aggregated"
+        )
+
+
 def is_disaggregated(plan: Plan) -> bool:
     return plan.disaggregation is not None and plan.disaggregation.chosen == "disaggregated"
 

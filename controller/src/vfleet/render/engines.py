@@ -35,6 +35,7 @@ from vfleet.render.disaggregated import (
     connect,
     is_disaggregated,
     prefill_plan,
+    refuse_keyed_pools,
     router,
 )
 from vfleet.render.env_file import vfleet_env_names
@@ -102,6 +103,7 @@ def render(plan: Plan, cluster: Cluster, opts: RenderOptions, flags: FlagSet) ->
     nodes = {n.name: n for n in cluster.nodes}
     pools: list[tuple[Plan, Role | None]] = [(plan, None)]
     if is_disaggregated(plan):
+        refuse_keyed_pools("--api-key-file" if opts.api_key_file else None)
         prefill = prefill_plan(plan)
         check_plan_matches_cluster(prefill, cluster)
         check_names(prefill, cluster)

@@ -96,7 +96,6 @@ def _router_files(router: Router, opts: RenderOptions) -> dict[str, str]:
         "args": router.argv[1:],
         "service_user": opts.service_user,
         "install_dir": opts.install_dir,
-        "api_key_file": opts.api_key_file,
         **_hardening(opts),
     }
     base = f"{router.host}/router"
