@@ -168,6 +168,7 @@ def test_hostile_values_stay_inert_in_yaml_and_in_the_shell(
         (["--kubernetes-version", "1.99"], "1.99"),
         (["--router-package", "vllm-router; rm -rf /"], "--router-package"),
         (["--api-key-file", "/etc/vfleet/key"], "--api-key-secret"),
+        (["--router-host", "gpu-01"], "Deployment of its own"),
         (["--model-path", "/model"], "the root"),
     ],
 )

@@ -140,6 +140,35 @@ def _router_argv(folder: Path, tmp_path: Path) -> list[str]:
     return got.read_bytes().decode().split("\0")[:-1]
 
 
+def test_the_router_runs_on_the_host_it_is_given_a_router_only_host_included(tmp_path):
+    """--router-host (vfleet_router_host in a deploy) places the router: here on a third host
+    that runs no engine, which then gets the router's files and its firewall entry."""
+    _render(tmp_path, "0.33.0")
+    third = CLUSTER.replace("nodes:\n", "nodes:\n  - {name: gpu-c, address: 10.0.0.13}\n")
+    (tmp_path / "three.yaml").write_text(third)
+    out = tmp_path / "placed"
+    made = vfleet(
+        "render", "--plan", str(tmp_path / "plan.json"), "--cluster", str(tmp_path / "three.yaml"),
+        "--router-host", "gpu-c", "--out", str(out),
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    front = json.loads((out / "endpoints.json").read_text())
+    assert front["router"]["host"] == "gpu-c" and "//10.0.0.13:" in front["router"]["url"]
+    assert {p.name for p in (out / "gpu-c").iterdir()} == {"router"}
+    wall = json.loads((out / "firewall.json").read_text())["hosts"]
+    assert wall["gpu-c"]["api"] == [{"engine": "router", "port": 9000}]
+    assert all(e["engine"] != "router" for h in ("gpu-a", "gpu-b") for e in wall[h]["api"])
+    assert "10.0.0.13" in wall["gpu-a"]["peers"] and "10.0.0.13" in wall["gpu-b"]["peers"]
+    elsewhere = vfleet(
+        "render", "--plan", str(tmp_path / "plan.json"), "--cluster", str(tmp_path / "three.yaml"),
+        "--router-host", "gpu-z", "--out", str(tmp_path / "nowhere"),
+    )  # fmt: skip
+    assert (
+        elsewhere.returncode == 2 and "router host gpu-z is not in the cluster" in elsewhere.stderr
+    )
+    assert not (tmp_path / "nowhere").exists()
+
+
 def test_pools_behind_an_api_key_are_refused_in_one_line(tmp_path):
     """vllm-router 0.1 sends the engines an empty bearer token whatever it is given (measured
     with 0.1.17 against two header-checking servers), so keyed engines would answer 401 to

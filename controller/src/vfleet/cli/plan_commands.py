@@ -141,6 +141,11 @@ def _lws_options(args: argparse.Namespace, target: str) -> LwsOptions | None:
             flag = "--" + set_here[0].replace("_", "-")
             raise UserError(f"{flag} is a Kubernetes input: add --target lws, or drop it")
         return None
+    if getattr(args, "router_host", None):
+        raise UserError(
+            "--router-host places the router on a host: with --target lws the router is a "
+            "Deployment of its own; drop it"
+        )
     if getattr(args, "api_key_file", None):
         raise UserError(
             "--api-key-file names a file on hosts: with --target lws give --api-key-secret "

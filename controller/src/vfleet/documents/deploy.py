@@ -137,6 +137,8 @@ class DeployVars(StrictModel):
     """the KV cache dtype: auto, or fp8 where the GPU and the attention backend support it"""
     vfleet_serving_mode: Templatable[Literal["auto", "aggregated", "disaggregated"]] = None
     """aggregated (default), disaggregated (prefill and decode pools behind a router) or auto"""
+    vfleet_router_host: Templatable[Label] = None
+    """the inventory host that runs the P/D router (default: the first prefill host)"""
     vfleet_plan_overrides: PlanOverrides | None = None
     """plan values forced after planning (e.g. {max_model_len: 512, block_size: 128})"""
     vfleet_render_extra_args: list[Templatable[ExtraArg]] | None = None
@@ -278,6 +280,7 @@ RENDER_FIELDS: dict[str, tuple[str, str | None]] = {
     "vfleet_served_model_name": ("served_model_name", ""),
     "vllm_venv": ("vllm_bin", "/bin/vllm"),
     "vllm_router_venv": ("router_bin", "/bin/vllm-router"),
+    "vfleet_router_host": ("router_host", ""),
     "vfleet_render_extra_args": ("extra_args", None),
     "vfleet_render_env": ("env", None),
 }

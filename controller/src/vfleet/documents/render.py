@@ -24,7 +24,7 @@ from vfleet.documents import flag_types as flags
 from vfleet.documents.flag_types import FIXED, Derived, FilePath, OneOf, Rule
 from vfleet.errors import UserError
 from vfleet.inputs.strict import StrictModel
-from vfleet.inputs.values import AbsPath, check_env_key, check_unit_path
+from vfleet.inputs.values import AbsPath, Label, check_env_key, check_unit_path
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NUMBER = re.compile(r"-\d+(\.\d*)?([eE][-+]?\d+)?")  # a negative value, not a flag
@@ -98,6 +98,8 @@ class RenderOptions(StrictModel):
     """vllm executable on the hosts (e.g. /opt/vfleet/vllm/bin/vllm)"""
     router_bin: AbsPath = Field(ROUTER_BIN, alias="--router-bin")
     """vllm-router executable on the P/D router's host (e.g. /opt/vfleet/router/bin/vllm-router)"""
+    router_host: Label | None = Field(None, alias="--router-host")
+    """cluster host that runs the P/D router (default: the plan's, its first prefill host)"""
     port: ApiPort = Field(8000, alias="--port")
     """first API port on each host, 1-65535 (e.g. 8000)"""
     backend: Literal["auto", "mp", "ray"] = Field("auto", alias="--backend")

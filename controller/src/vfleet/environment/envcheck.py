@@ -358,7 +358,7 @@ def check_api_key_file(
         raise UserError(
             f"{origin['vfleet_api_key_file']}: vfleet_api_key_file with vfleet_serving_mode "
             "disaggregated: vllm-router 0.1 sends the engines an empty API key, so every "
-            'routed request would get HTTP 401; set vfleet_api_key_file: "" (keep the '
+            "routed request would get HTTP 401; remove vfleet_api_key_file (and keep the "
             "engines on a private network) or serve aggregated"
         )
     path = Path(name) if Path(name).is_absolute() else root / name

@@ -132,16 +132,22 @@ def connect(
 
 
 def router(
-    plan: Plan, nodes: dict[str, Node], endpoints: list[dict[str, object]], port: int
+    plan: Plan,
+    nodes: dict[str, Node],
+    endpoints: list[dict[str, object]],
+    port: int,
+    host: str | None = None,
 ) -> Router:
-    """The router's unit: P/D mode over every prefill and decode engine's API."""
+    """The router's unit: P/D mode over every prefill and decode engine's API, on `host`
+    (--router-host) or the plan's router host."""
     pools = plan.disaggregation
     assert pools is not None and pools.router_host is not None
-    if pools.router_host not in nodes:
+    host = host or pools.router_host
+    if host not in nodes:
         raise UserError(
-            f"router host {pools.router_host} is not in the cluster spec: name one of its hosts"
+            f"router host {host} is not in the cluster spec: name one of its hosts "
+            f"({', '.join(sorted(nodes)[:8])})"
         )
-    host = pools.router_host
     address = _address(nodes[host])
     prefill = [str(e["url"]).removesuffix("/v1") for e in endpoints if e.get("pool") == "prefill"]
     decode = [str(e["url"]).removesuffix("/v1") for e in endpoints if e.get("pool") == "decode"]

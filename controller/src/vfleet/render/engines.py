@@ -141,7 +141,12 @@ def render(plan: Plan, cluster: Cluster, opts: RenderOptions, flags: FlagSet) ->
             if role is not None:
                 endpoint["pool"] = role
             endpoints.append(endpoint)
-    rendered = Rendered(list(hosts.values()), endpoints, modes)
+    front = None
     if is_disaggregated(plan):
-        rendered.router = router(plan, nodes, endpoints, opts.port + ROUTER_PORT_OFFSET)
+        port = opts.port + ROUTER_PORT_OFFSET
+        front = router(plan, nodes, endpoints, port, opts.router_host)
+        # A router-only host is a host of the render too: its files and its firewall.
+        hosts.setdefault(front.host, HostRender(front.host, nodes[front.host].address, []))
+    rendered = Rendered(list(hosts.values()), endpoints, modes)
+    rendered.router = front
     return rendered
