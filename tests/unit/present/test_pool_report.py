@@ -11,9 +11,10 @@ import pytest
 
 from support.cli_run import vfleet
 from support.metrics_server import pd_engine_text, serve, text
+from vfleet.deploy.flow import pool_pages
 from vfleet.documents.endpoints import Endpoint
 from vfleet.documents.plan import load_plan
-from vfleet.observe.scrape import observe_pools
+from vfleet.observe.scrape import observe_pools, reduce_pools
 from vfleet.present import report
 from vfleet.present.pool_report import pools_section
 
@@ -145,3 +146,36 @@ def test_an_unreadable_engine_is_a_note_not_a_failed_report():
 
 def test_aggregated_engines_are_not_read():
     assert observe_pools([_endpoint(0, None, "http://127.0.0.1:9")]) == ({}, "")
+
+
+def test_pages_read_where_the_load_test_ran_are_reduced_per_pool(tmp_path):
+    """The deploy reads the pools from the `<engine>.prom` pages the load test kept (the
+    controller may have no route to the engines): the same reduction as over HTTP."""
+    run = tmp_path / "20261207T000000Z"
+    run.mkdir()
+    (run / "engine-0.prom").write_text(pd_engine_text(local=102400))
+    (run / "engine-1.prom").write_text(pd_engine_text(local=800, pulled=101600))
+    (run / "router.json").write_text("{}")
+    eps = [
+        _endpoint(0, "prefill", "http://10.0.0.11:8000"),
+        _endpoint(1, "decode", "http://10.0.0.12:8000"),
+    ]
+    pages = pool_pages(run)
+    assert set(pages) == {"engine-0", "engine-1"}
+    measured, unread = reduce_pools(eps, pages)
+    assert unread == "" and measured["decode"].prompt_transferred == 101600
+    assert measured["prefill"].prompt_local == 102400
+
+
+def test_a_missing_or_foreign_page_is_a_note_naming_what_is_wrong(tmp_path):
+    eps = [
+        _endpoint(0, "prefill", "http://10.0.0.11:8000"),
+        _endpoint(1, "decode", "http://10.0.0.12:8000"),
+    ]
+    measured, unread = reduce_pools(eps, {"engine-0": pd_engine_text()})
+    assert measured == {} and "engine-1" in unread
+    measured, unread = reduce_pools(
+        eps, {"engine-0": pd_engine_text(), "engine-1": "<html>404</html>"}
+    )
+    assert measured == {} and "could not be read" in unread
+    assert pool_pages(None) == {} and pool_pages(tmp_path / "absent") == {}

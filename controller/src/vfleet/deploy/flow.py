@@ -160,6 +160,19 @@ def _timed(ctx: Context, name: str, start: float) -> None:
     print(f"    done in {elapsed:.1f} s", flush=True)
 
 
+def pool_pages(run: Path | None) -> dict[str, str]:
+    """The /metrics pages the load test read from each prefill and decode engine after its
+    run through the router (`<engine>.prom` in the run's folder), by engine id. Read where
+    the load test ran: the controller may have no route to the engines' ports."""
+    pages = {}
+    for path in sorted(run.glob("*.prom")) if run is not None else []:
+        try:  # files fetched from the hosts: a broken one is left out and noted
+            pages[path.stem] = read_text(path, "engine metrics", max_bytes=16 << 20)
+        except UserError:
+            continue
+    return pages
+
+
 def loadtest_results(report_dir: Path) -> list[dict[str, Any]]:
     """The load test's `vllm bench serve --save-result` files, one per endpoint."""
     results = []
@@ -184,7 +197,7 @@ def write_report(
     """report.md and report.html from the planner's own budget (nothing recomputed from JSON);
     with the cluster, this deploy's ledger lines too (vfleet.feedback.ledger)."""
     from vfleet.documents.endpoints import Endpoint
-    from vfleet.observe.scrape import observe_pools
+    from vfleet.observe.scrape import reduce_pools
     from vfleet.present import report
     from vfleet.present.budget_report import parse_range, sweep
     from vfleet.present.pool_report import pools_section
@@ -210,14 +223,16 @@ def write_report(
     if result.plan.overrides:
         notes.append(f"Planned around pinned values from group_vars: {result.plan.overrides}")
     lines: list[dict[str, Any]] = []
+    run = ledger.latest_run(out / "loadtest")
     if cluster is not None:
-        run = ledger.latest_run(out / "loadtest")
         lines = ledger.entries(
             ctx.env, result, cluster, endpoints, run, stand_in=ctx.env == "local"
         )
         ledger.append(ctx.artifacts / "ledger.jsonl", lines)
     more, more_plots = _sweep_and_calibration(ctx, result, lines, out)
-    measured, unread = observe_pools([Endpoint.model_validate(e) for e in endpoints])
+    measured, unread = reduce_pools(
+        [Endpoint.model_validate(e) for e in endpoints], pool_pages(run)
+    )
     if unread:
         notes.append(unread)
     pools = pools_section(result.plan, loadtest_results(out), measured)

@@ -133,13 +133,38 @@ def _too_slow(url: str) -> UserError:
 
 
 def observe_pools(endpoints: list[Endpoint]) -> tuple[dict[str, Observation], str]:
-    """A disaggregated deployment's prefill and decode pools, each read once; empty for any
-    other set of engines. An engine that cannot be read leaves the reading out and says
-    why in the returned note rather than failing the report it feeds."""
+    """A disaggregated deployment's prefill and decode pools, each engine's /metrics fetched
+    once from here; empty for any other set of engines. An engine that cannot be read leaves
+    the reading out and says why in the returned note rather than failing what it feeds."""
+    if not pool_urls(endpoints):
+        return {}, ""
+    try:
+        pages = {e.engine: fetch_metrics(e.base_url) for e in endpoints if e.pool}
+    except UserError as exc:
+        return {}, f"The pools' engines could not be read: {exc}"
+    return reduce_pools(endpoints, pages)
+
+
+def reduce_pools(
+    endpoints: list[Endpoint], pages: dict[str, str]
+) -> tuple[dict[str, Observation], str]:
+    """Each pool's engines' /metrics pages (by engine id: read where the load test ran, or
+    fetched by observe_pools) reduced to one observation a pool; a note instead where a
+    page is missing or is not a vLLM engine's."""
     groups = pool_urls(endpoints)
     if not groups:
         return {}, ""
+    missing = [e.engine for e in endpoints if e.pool and e.engine not in pages]
+    if missing:
+        return {}, f"The pools' engines could not be read after the load test: {', '.join(missing)}"
+    now = time.monotonic()
+    observed = {}
     try:
-        return observe_groups(groups, endpoints[0].model, 0), ""
+        for pool in groups:
+            engines = [e for e in endpoints if e.pool == pool]
+            texts = [pages[e.engine] for e in engines]
+            snapshot = metrics.parse(texts, [e.base_url for e in engines], endpoints[0].model)
+            observed[pool] = doctor.observe([(now, snapshot)])
     except UserError as exc:
-        return {}, f"The pools' engines could not be read after the load test: {exc}"
+        return {}, f"The pools' engines' metrics could not be read: {exc}"
+    return observed, ""
