@@ -62,9 +62,10 @@ def test_the_client_ran_from_the_bound_read_only_venv(host: Any, scenario: dict[
 
 
 def test_older_runs_were_pruned(host: Any) -> None:
-    """loadtest_keep_runs 2: this run and the newest of the three older ones stay."""
+    """loadtest_keep_runs 2: this run and the newest of the three older ones stay (the
+    router play after it keeps 3, its own run besides those two)."""
     runs = sorted(host.run(f"ls -1 {RUNS}").stdout.split())
-    assert runs == ["20250103T000000Z", "molecule"]
+    assert runs == ["20250103T000000Z", "molecule", "molecule-pd"]
     for name in ("json", "txt"):
         assert host.file(f"{RUNS}/molecule/engine-0.{name}").exists
 
@@ -79,3 +80,17 @@ def test_each_sweep_level_ran_and_saved_its_metrics(scenario: dict[str, Any], le
     assert result["vfleet_sweep_level"] == str(level)
     page = (run / f"engine-0.sweep-c{level}.prom").read_text()
     assert re.search(r"^vllm:num_preemptions_total\{", page, re.MULTILINE)
+
+
+def test_through_a_router_only_the_router_is_loaded_and_each_pool_engine_is_read(
+    scenario: dict[str, Any],
+) -> None:
+    """converge.yml's second play: a prefill/decode endpoints.json sends the load to its
+    router alone, and keeps each pool engine's /metrics for the deploy report."""
+    run = Path(scenario["loadtest_test_work"]) / "report" / "molecule-pd"
+    assert sorted(p.name for p in run.glob("*.json")) == ["router.json"]
+    result = json.loads((run / "router.json").read_text())
+    assert result["completed"] == 4 and result["failed"] == 0
+    assert result["vfleet_engine"] == "router" and result["vfleet_mode"] == "router"
+    for engine in ("engine-prefill-0", "engine-0"):
+        assert "vllm:prompt_tokens_total" in (run / f"{engine}.prom").read_text(), engine
