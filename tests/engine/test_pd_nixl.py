@@ -27,7 +27,7 @@ import pytest
 
 from support import ci_gate, harness
 from support.cli_run import vfleet
-from vfleet.documents.endpoints import Endpoint
+from vfleet.documents.endpoints import Endpoint, pool_urls
 from vfleet.observe.scrape import observe_pools
 
 pytestmark = pytest.mark.engine
@@ -179,7 +179,7 @@ def test_the_rendered_pair_moves_the_kv_through_the_rendered_router(tmp_path, ti
         listed = [
             Endpoint.model_validate({**ep, "model": prefill.served_model_name}) for ep in listed
         ]
-        measured, unread = observe_pools(listed)
+        measured, unread = observe_pools(pool_urls(listed), prefill.served_model_name)
         assert unread == "" and set(measured) == {"prefill", "decode"}, unread
         assert measured["decode"].prompt_transferred == after["external_kv_transfer"]
         assert measured["decode"].prompt_local == after.get("local_compute", 0.0)

@@ -6,15 +6,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from support.cli_run import vfleet
 from support.metrics_server import pd_engine_text, serve, text
-from vfleet.deploy.flow import pool_pages
-from vfleet.documents.endpoints import Endpoint
+from vfleet.deploy.flow import measured_pools, pool_pages
+from vfleet.documents.endpoints import Endpoint, pool_urls
 from vfleet.documents.plan import load_plan
-from vfleet.observe.scrape import observe_pools, reduce_pools
+from vfleet.observe.scrape import observe_pools as fetch_pools
 from vfleet.present import report
 from vfleet.present.pool_report import pools_section
 
@@ -97,6 +98,11 @@ def _pools(prefill: str, decode: str) -> Iterator[list[Endpoint]]:
         ]
 
 
+def observe_pools(eps: list[Endpoint]) -> tuple[dict[str, Any], str]:
+    """The pools read over HTTP from here, grouped as `vfleet doctor --endpoints` groups them."""
+    return fetch_pools(pool_urls(eps), eps[0].model)
+
+
 def _endpoint(index: int, pool: str | None, url: str) -> Endpoint:
     """One endpoints.json entry, as render writes it, for an engine serving at `url`."""
     return Endpoint.model_validate(
@@ -148,34 +154,37 @@ def test_aggregated_engines_are_not_read():
     assert observe_pools([_endpoint(0, None, "http://127.0.0.1:9")]) == ({}, "")
 
 
+def _kept(run: Path, pages: dict[str, str]) -> list[dict[str, Any]]:
+    """A load test run's folder holding these engines' pages, and endpoints.json's entries."""
+    run.mkdir()
+    for engine, page in pages.items():
+        (run / f"{engine}.prom").write_text(page)
+    (run / "router.json").write_text("{}")
+    return [
+        _endpoint(0, "prefill", "http://10.0.0.11:8000").model_dump(exclude_none=True),
+        _endpoint(1, "decode", "http://10.0.0.12:8000").model_dump(exclude_none=True),
+    ]
+
+
 def test_pages_read_where_the_load_test_ran_are_reduced_per_pool(tmp_path):
     """The deploy reads the pools from the `<engine>.prom` pages the load test kept (the
     controller may have no route to the engines): the same reduction as over HTTP."""
     run = tmp_path / "20261207T000000Z"
-    run.mkdir()
-    (run / "engine-0.prom").write_text(pd_engine_text(local=102400))
-    (run / "engine-1.prom").write_text(pd_engine_text(local=800, pulled=101600))
-    (run / "router.json").write_text("{}")
-    eps = [
-        _endpoint(0, "prefill", "http://10.0.0.11:8000"),
-        _endpoint(1, "decode", "http://10.0.0.12:8000"),
-    ]
-    pages = pool_pages(run)
-    assert set(pages) == {"engine-0", "engine-1"}
-    measured, unread = reduce_pools(eps, pages)
+    pages = {"engine-0": pd_engine_text(local=102400)}
+    pages["engine-1"] = pd_engine_text(local=800, pulled=101600)
+    eps = _kept(run, pages)
+    assert set(pool_pages(run)) == {"engine-0", "engine-1"}
+    measured, unread = measured_pools(eps, run)
     assert unread == "" and measured["decode"].prompt_transferred == 101600
     assert measured["prefill"].prompt_local == 102400
 
 
 def test_a_missing_or_foreign_page_is_a_note_naming_what_is_wrong(tmp_path):
-    eps = [
-        _endpoint(0, "prefill", "http://10.0.0.11:8000"),
-        _endpoint(1, "decode", "http://10.0.0.12:8000"),
-    ]
-    measured, unread = reduce_pools(eps, {"engine-0": pd_engine_text()})
-    assert measured == {} and "engine-1" in unread
-    measured, unread = reduce_pools(
-        eps, {"engine-0": pd_engine_text(), "engine-1": "<html>404</html>"}
-    )
+    eps = _kept(tmp_path / "one", {"engine-0": pd_engine_text()})
+    measured, unread = measured_pools(eps, tmp_path / "one")
+    assert measured == {} and "10.0.0.12:8000" in unread
+    eps = _kept(tmp_path / "two", {"engine-0": pd_engine_text(), "engine-1": "<html>404</html>"})
+    measured, unread = measured_pools(eps, tmp_path / "two")
     assert measured == {} and "could not be read" in unread
     assert pool_pages(None) == {} and pool_pages(tmp_path / "absent") == {}
+    assert measured_pools([{**eps[0], "pool": None}], None) == ({}, "")

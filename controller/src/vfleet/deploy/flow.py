@@ -20,6 +20,7 @@ from vfleet.errors import UserError
 from vfleet.feedback import calibrate_env, ledger
 from vfleet.health.probed import Probed
 from vfleet.inputs.files import read_text
+from vfleet.observe.doctor import Observation
 from vfleet.plan.disaggregation import Mode
 from vfleet.plan.make import PlanRequest, PlanResult, make_plan
 from vfleet.plan.search import Pinned
@@ -173,6 +174,21 @@ def pool_pages(run: Path | None) -> dict[str, str]:
     return pages
 
 
+def measured_pools(
+    endpoints: list[dict[str, Any]], run: Path | None
+) -> tuple[dict[str, Observation], str]:
+    """Each prefill/decode pool as its engines measured it after the load test (from the
+    pages the load test kept in `run`), and a note where that could not be read; empty for
+    an aggregated deployment."""
+    from vfleet.documents.endpoints import Endpoint, pool_urls
+    from vfleet.observe.scrape import reduce_pools
+
+    listed = [Endpoint.model_validate(e) for e in endpoints]
+    by_engine = pool_pages(run)
+    pages = {e.base_url: by_engine[e.engine] for e in listed if e.engine in by_engine}
+    return reduce_pools(pool_urls(listed), pages, listed[0].model if listed else None)
+
+
 def loadtest_results(report_dir: Path) -> list[dict[str, Any]]:
     """The load test's `vllm bench serve --save-result` files, one per endpoint."""
     results = []
@@ -196,8 +212,6 @@ def write_report(
 ) -> Path:
     """report.md and report.html from the planner's own budget (nothing recomputed from JSON);
     with the cluster, this deploy's ledger lines too (vfleet.feedback.ledger)."""
-    from vfleet.documents.endpoints import Endpoint
-    from vfleet.observe.scrape import reduce_pools
     from vfleet.present import report
     from vfleet.present.budget_report import parse_range, sweep
     from vfleet.present.pool_report import pools_section
@@ -230,9 +244,7 @@ def write_report(
         )
         ledger.append(ctx.artifacts / "ledger.jsonl", lines)
     more, more_plots = _sweep_and_calibration(ctx, result, lines, out)
-    measured, unread = reduce_pools(
-        [Endpoint.model_validate(e) for e in endpoints], pool_pages(run)
-    )
+    measured, unread = measured_pools(endpoints, run)
     if unread:
         notes.append(unread)
     pools = pools_section(result.plan, loadtest_results(out), measured)

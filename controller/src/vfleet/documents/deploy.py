@@ -49,9 +49,9 @@ _USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 
 
 def _matches(pattern: re.Pattern[str], value: str, hint: str) -> str:
-    if not pattern.fullmatch(value):
-        raise ValueError(hint)
-    return value
+    if pattern.fullmatch(value):
+        return value
+    raise ValueError(hint)
 
 
 def is_templated(value: Any) -> bool:
@@ -271,10 +271,8 @@ def check_inventory(doc: Document) -> Inventory:
     return inventory
 
 
-# ---- what the deploy hands `vfleet render` --------------------------------------------------
-
-# group_vars the deploy renders from (vfleet.deploy.flow.render): variable -> the RenderOptions
-# field it sets, and what is appended to the value (None: a list, taken as it is).
+# ---- what the deploy hands `vfleet render` (vfleet.deploy.flow.render) ----------------------
+# group_vars the deploy renders from: variable -> (RenderOptions field, suffix; None: a list).
 RENDER_FIELDS: dict[str, tuple[str, str | None]] = {
     "vfleet_model_dir_on_hosts": ("model_path", ""),
     "vfleet_served_model_name": ("served_model_name", ""),
@@ -303,9 +301,8 @@ def check_render_values(values: dict[str, Any], origin: dict[str, str]) -> None:
         except ValidationError as exc:
             error = exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")
             shown = repr(value) if len(value) <= 60 else repr(value[:57]) + "..."
-            hint = (
-                f"an absolute path ({info.alias} is it + {suffix})" if suffix else info.description
-            )
+            path = f"an absolute path ({info.alias} is it + {suffix})"
+            hint = path if suffix else info.description
             raise UserError(
                 f"{origin.get(name, 'group_vars')}: {name}: {error}, got {shown}: "
                 f"`vfleet render` refuses it; write {hint}"

@@ -10,7 +10,6 @@ import urllib.error
 import urllib.request
 from typing import Protocol
 
-from vfleet.documents.endpoints import Endpoint, pool_urls
 from vfleet.errors import UserError
 from vfleet.observe import doctor, metrics
 from vfleet.observe.doctor import Observation
@@ -132,38 +131,38 @@ def _too_slow(url: str) -> UserError:
     )
 
 
-def observe_pools(endpoints: list[Endpoint]) -> tuple[dict[str, Observation], str]:
-    """A disaggregated deployment's prefill and decode pools, each engine's /metrics fetched
-    once from here; empty for any other set of engines. An engine that cannot be read leaves
-    the reading out and says why in the returned note rather than failing what it feeds."""
-    if not pool_urls(endpoints):
+def observe_pools(
+    groups: dict[str, list[str]], served: str | None
+) -> tuple[dict[str, Observation], str]:
+    """A disaggregated deployment's pools (pool -> its engines' server roots, as
+    vfleet.documents.endpoints.pool_urls groups them), each engine's /metrics fetched once
+    from here. An engine that cannot be read leaves the reading out and says why in the
+    returned note rather than failing what it feeds."""
+    if not groups:
         return {}, ""
     try:
-        pages = {e.engine: fetch_metrics(e.base_url) for e in endpoints if e.pool}
+        pages = {url: fetch_metrics(url) for urls in groups.values() for url in urls}
     except UserError as exc:
         return {}, f"The pools' engines could not be read: {exc}"
-    return reduce_pools(endpoints, pages)
+    return reduce_pools(groups, pages, served)
 
 
 def reduce_pools(
-    endpoints: list[Endpoint], pages: dict[str, str]
+    groups: dict[str, list[str]], pages: dict[str, str], served: str | None
 ) -> tuple[dict[str, Observation], str]:
-    """Each pool's engines' /metrics pages (by engine id: read where the load test ran, or
-    fetched by observe_pools) reduced to one observation a pool; a note instead where a
-    page is missing or is not a vLLM engine's."""
-    groups = pool_urls(endpoints)
+    """Each pool's engines' /metrics pages (by server root: read where the load test ran,
+    or fetched by observe_pools) reduced to one observation a pool; a note instead where
+    a page is missing or is not a vLLM engine's."""
     if not groups:
         return {}, ""
-    missing = [e.engine for e in endpoints if e.pool and e.engine not in pages]
+    missing = [url for urls in groups.values() for url in urls if url not in pages]
     if missing:
         return {}, f"The pools' engines could not be read after the load test: {', '.join(missing)}"
     now = time.monotonic()
     observed = {}
     try:
-        for pool in groups:
-            engines = [e for e in endpoints if e.pool == pool]
-            texts = [pages[e.engine] for e in engines]
-            snapshot = metrics.parse(texts, [e.base_url for e in engines], endpoints[0].model)
+        for pool, urls in groups.items():
+            snapshot = metrics.parse([pages[url] for url in urls], urls, served)
             observed[pool] = doctor.observe([(now, snapshot)])
     except UserError as exc:
         return {}, f"The pools' engines' metrics could not be read: {exc}"

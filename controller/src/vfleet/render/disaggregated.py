@@ -31,10 +31,10 @@ ROUTER_POLICY = "consistent_hash"  # one prompt prefix keeps meeting the same en
 
 
 def refuse_keyed_pools(key_source: str | None) -> None:
-    """Refuse prefill/decode pools behind an API key. vllm-router 0.1 (0.1.17 checked) sends
-    every engine `Authorization: Bearer ` with an empty token, whatever it is given (its
-    --api-key, OPENAI_API_KEY, the client's own header), so engines holding a key answer
-    HTTP 401 to every routed request; the router itself checks no client key."""
+    """Refuse prefill/decode pools behind an API key. vllm-router 0.1 (the release pins.env
+    names, checked) sends every engine `Authorization: Bearer ` with an empty token, whatever
+    it is given (its --api-key, OPENAI_API_KEY, the client's own header), so engines holding
+    a key answer HTTP 401 to every routed request; the router itself checks no client key."""
     if key_source:
         raise UserError(
             f"{key_source} with prefill/decode pools: vllm-router 0.1 sends the engines an "

@@ -12,6 +12,7 @@ import pytest
 RUNS = "/var/lib/vfleet/loadtest"
 PROMPTS, OUTPUT_LEN = 16, 32  # converge.yml
 SWEEP = {1: 4, 4: 8}  # converge.yml: level -> requests (2 rounds, at least 4)
+ROUTED = 4  # converge.yml's second play, through the router
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +47,10 @@ def test_the_engine_served_the_load_host(host: Any, scenario: dict[str, Any]) ->
     address = re.escape(host.ansible.get_variables()["ansible_host"])
     log = (Path(scenario["loadtest_test_work"]) / "engine" / "vllm.log").read_text()
     served = re.findall(rf'{address}:\d+ - "POST /v1/completions HTTP/1\.1" 200', log)
-    # The measured prompts and the sweep's, plus the one request each `vllm bench serve`
-    # run sends before them.
-    assert len(served) == PROMPTS + 1 + sum(n + 1 for n in SWEEP.values()), log[-2000:]
+    # The measured prompts, the sweep's and the routed play's, plus the one request each
+    # `vllm bench serve` run sends before them.
+    runs = [PROMPTS, *SWEEP.values(), ROUTED]
+    assert len(served) == sum(n + 1 for n in runs), log[-2000:]
     assert not re.search(rf'{address}:\d+ - "[A-Z]+ [^"]*" 401', log), "a request without the key"
 
 
@@ -90,7 +92,7 @@ def test_through_a_router_only_the_router_is_loaded_and_each_pool_engine_is_read
     run = Path(scenario["loadtest_test_work"]) / "report" / "molecule-pd"
     assert sorted(p.name for p in run.glob("*.json")) == ["router.json"]
     result = json.loads((run / "router.json").read_text())
-    assert result["completed"] == 4 and result["failed"] == 0
+    assert result["completed"] == ROUTED and result["failed"] == 0
     assert result["vfleet_engine"] == "router" and result["vfleet_mode"] == "router"
     for engine in ("engine-prefill-0", "engine-0"):
         assert "vllm:prompt_tokens_total" in (run / f"{engine}.prom").read_text(), engine
