@@ -28,7 +28,7 @@ import pytest
 from support import ci_gate, harness
 from support.cli_run import vfleet
 from vfleet.documents.endpoints import Endpoint, pool_urls
-from vfleet.observe.scrape import observe_pools
+from vfleet.observe.scrape import observe_groups
 
 pytestmark = pytest.mark.engine
 
@@ -179,8 +179,8 @@ def test_the_rendered_pair_moves_the_kv_through_the_rendered_router(tmp_path, ti
         listed = [
             Endpoint.model_validate({**ep, "model": prefill.served_model_name}) for ep in listed
         ]
-        measured, unread = observe_pools(pool_urls(listed), prefill.served_model_name)
-        assert unread == "" and set(measured) == {"prefill", "decode"}, unread
+        measured = observe_groups(pool_urls(listed), prefill.served_model_name, 0)
+        assert set(measured) == {"prefill", "decode"}
         assert measured["decode"].prompt_transferred == after["external_kv_transfer"]
         assert measured["decode"].prompt_local == after.get("local_compute", 0.0)
         assert measured["prefill"].prompt_local >= prompt_tokens

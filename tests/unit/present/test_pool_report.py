@@ -15,7 +15,9 @@ from support.metrics_server import pd_engine_text, serve, text
 from vfleet.deploy.flow import measured_pools, pool_pages
 from vfleet.documents.endpoints import Endpoint, pool_urls
 from vfleet.documents.plan import load_plan
-from vfleet.observe.scrape import observe_pools as fetch_pools
+from vfleet.errors import UserError
+from vfleet.observe.doctor import Observation
+from vfleet.observe.scrape import observe_groups
 from vfleet.present import report
 from vfleet.present.pool_report import pools_section
 
@@ -98,9 +100,9 @@ def _pools(prefill: str, decode: str) -> Iterator[list[Endpoint]]:
         ]
 
 
-def observe_pools(eps: list[Endpoint]) -> tuple[dict[str, Any], str]:
-    """The pools read over HTTP from here, grouped as `vfleet doctor --endpoints` groups them."""
-    return fetch_pools(pool_urls(eps), eps[0].model)
+def _read(eps: list[Endpoint]) -> dict[str, Observation]:
+    """Each pool read over HTTP from here, grouped as `vfleet doctor --endpoints` groups it."""
+    return observe_groups(pool_urls(eps), eps[0].model, 0)
 
 
 def _endpoint(index: int, pool: str | None, url: str) -> Endpoint:
@@ -123,8 +125,8 @@ def _endpoint(index: int, pool: str | None, url: str) -> Endpoint:
 def test_each_pools_engines_are_read_and_a_working_handover_is_said(plans):
     plan = load_plan(plans["disaggregated"])
     with _pools(pd_engine_text(local=102400), pd_engine_text(local=800, pulled=101600)) as eps:
-        measured, unread = observe_pools(eps)
-    assert unread == "" and set(measured) == {"prefill", "decode"}
+        measured = _read(eps)
+    assert set(measured) == {"prefill", "decode"}
     assert measured["decode"].prompt_transferred == 101600
     text_ = _markdown(pools_section(plan, [], measured))  # type: ignore[arg-type]
     assert "| prefill | 1 | 100 | 102,400 | 0 |" in text_
@@ -137,21 +139,21 @@ def test_a_decode_pool_recomputing_prompts_is_pointed_at_the_doctor(plans):
     plan = load_plan(plans["disaggregated"])
     recomputing = pd_engine_text(local=51200, pulled=51200, failed=3)
     with _pools(pd_engine_text(local=102400), recomputing) as eps:
-        measured, _ = observe_pools(eps)
+        measured = _read(eps)
     text_ = _markdown(pools_section(plan, [], measured))  # type: ignore[arg-type]
     assert "(50.0%)" in text_ and "recomputing prompts" in text_ and "vfleet doctor" in text_
     assert text_.count("| 3 |") == 1  # the failed transfers, on the decode row
 
 
-def test_an_unreadable_engine_is_a_note_not_a_failed_report():
+def test_an_unreadable_engine_is_named_in_one_error():
     with _serving(pd_engine_text()) as good:
         eps = [_endpoint(0, "prefill", good), _endpoint(1, "decode", "http://127.0.0.1:9")]
-        measured, unread = observe_pools(eps)
-    assert measured == {} and "could not be read" in unread and "127.0.0.1:9" in unread
+        with pytest.raises(UserError, match=r"127\.0\.0\.1:9"):
+            _read(eps)
 
 
 def test_aggregated_engines_are_not_read():
-    assert observe_pools([_endpoint(0, None, "http://127.0.0.1:9")]) == ({}, "")
+    assert _read([_endpoint(0, None, "http://127.0.0.1:9")]) == {}
 
 
 def _kept(run: Path, pages: dict[str, str]) -> list[dict[str, Any]]:

@@ -131,28 +131,13 @@ def _too_slow(url: str) -> UserError:
     )
 
 
-def observe_pools(
-    groups: dict[str, list[str]], served: str | None
-) -> tuple[dict[str, Observation], str]:
-    """A disaggregated deployment's pools (pool -> its engines' server roots, as
-    vfleet.documents.endpoints.pool_urls groups them), each engine's /metrics fetched once
-    from here. An engine that cannot be read leaves the reading out and says why in the
-    returned note rather than failing what it feeds."""
-    if not groups:
-        return {}, ""
-    try:
-        pages = {url: fetch_metrics(url) for urls in groups.values() for url in urls}
-    except UserError as exc:
-        return {}, f"The pools' engines could not be read: {exc}"
-    return reduce_pools(groups, pages, served)
-
-
 def reduce_pools(
     groups: dict[str, list[str]], pages: dict[str, str], served: str | None
 ) -> tuple[dict[str, Observation], str]:
-    """Each pool's engines' /metrics pages (by server root: read where the load test ran,
-    or fetched by observe_pools) reduced to one observation a pool; a note instead where
-    a page is missing or is not a vLLM engine's."""
+    """Each pool's engines' /metrics pages (pool -> server roots, as
+    vfleet.documents.endpoints.pool_urls groups them; pages by server root, read where the
+    load test ran) reduced to one observation a pool; a note instead where a page is
+    missing or is not a vLLM engine's, so that the report it feeds still gets written."""
     if not groups:
         return {}, ""
     missing = [url for urls in groups.values() for url in urls if url not in pages]
