@@ -355,11 +355,11 @@ def check_api_key_file(
     if not isinstance(name, str) or not name or spec.is_templated(name):
         return
     if values.get("vfleet_serving_mode") == "disaggregated":
-        raise UserError(
-            f"{origin['vfleet_api_key_file']}: vfleet_api_key_file with vfleet_serving_mode "
-            "disaggregated: vllm-router 0.1 sends the engines an empty API key, so every "
-            "routed request would get HTTP 401; remove vfleet_api_key_file (and keep the "
-            "engines on a private network) or serve aggregated"
+        from vfleet.render.disaggregated import refuse_keyed_pools
+
+        refuse_keyed_pools(
+            f"{origin['vfleet_api_key_file']}: vfleet_api_key_file",
+            "remove vfleet_api_key_file (and keep the engines on a private network)",
         )
     path = Path(name) if Path(name).is_absolute() else root / name
     if env == "local" and not path.exists():

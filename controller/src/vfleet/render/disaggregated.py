@@ -30,7 +30,9 @@ ROUTER_PORT_OFFSET = 1000  # the router listens on the API base port + this
 ROUTER_POLICY = "consistent_hash"  # one prompt prefix keeps meeting the same engines
 
 
-def refuse_keyed_pools(key_source: str | None) -> None:
+def refuse_keyed_pools(
+    key_source: str | None, remedy: str = "serve the pools without a key on a private network"
+) -> None:
     """Refuse prefill/decode pools behind an API key. vllm-router 0.1 (the release pins.env
     names, checked) sends every engine `Authorization: Bearer ` with an empty token, whatever
     it is given (its --api-key, OPENAI_API_KEY, the client's own header), so engines holding
@@ -38,8 +40,8 @@ def refuse_keyed_pools(key_source: str | None) -> None:
     if key_source:
         raise UserError(
             f"{key_source} with prefill/decode pools: vllm-router 0.1 sends the engines an "
-            "empty API key, so every routed request would get HTTP 401; serve the pools "
-            "without a key on a private network, or serve aggregated"
+            f"empty API key, so every routed request would get HTTP 401; {remedy}, or serve "
+            "aggregated"
         )
 
 
