@@ -95,6 +95,15 @@ if [ ${#roles[@]} -eq 0 ]; then
   exit 1
 fi
 
+# A failed scenario runs once more (VFLEET_MOLECULE_RETRIES): a scenario boots and wires
+# test hosts, and one that fails only some of the time must not hide the rest of the suite.
+# Both attempts are in the summary with the tasks that failed, so a flake stays visible.
+retries=${VFLEET_MOLECULE_RETRIES:-1}
+# The failed tasks of a molecule log, one line each, cut short (Ansible prints whole results).
+fatal_lines() {
+  grep -E '^(fatal|failed): \[' "$1" | cut -c1-400 | head -n 6
+}
+
 failed=0
 summary=()
 for role in "${roles[@]}"; do
@@ -109,15 +118,24 @@ for role in "${roles[@]}"; do
   for file in "$dir"/molecule/*/molecule.yml; do
     scenario=$(basename "$(dirname "$file")")
     log=$logs/$role-$scenario.log
-    echo "=== molecule test: $role/$scenario (log: ${log#"$root"/})"
-    start=$(date +%s.%N)
-    (cd "$dir" && molecule test --scenario-name "$scenario") 2>&1 | tee "$log"
-    rc=${PIPESTATUS[0]}
-    seconds=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.0f", e - s }')
+    first_failure=""
+    for attempt in $(seq 1 $((retries + 1))); do
+      echo "=== molecule test: $role/$scenario (log: ${log#"$root"/})"
+      start=$(date +%s.%N)
+      (cd "$dir" && molecule test --scenario-name "$scenario") 2>&1 | tee "$log"
+      rc=${PIPESTATUS[0]}
+      seconds=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.0f", e - s }')
+      [ "$rc" -eq 0 ] && break
+      # Kept under its own name: a retry writes $log again.
+      kept=${log%.log}-attempt$attempt.log
+      cp "$log" "$kept"
+      first_failure=${first_failure:-"attempt $attempt (exit $rc)"}
+      summary+=("FAIL  $role/$scenario  attempt $attempt, ${seconds} s  (exit $rc, log ${kept#"$root"/})")
+      while IFS= read -r line; do summary+=("FAIL      $line"); done < <(fatal_lines "$log")
+    done
     if [ "$rc" -eq 0 ]; then
-      summary+=("PASS  $role/$scenario  ${seconds} s")
+      summary+=("PASS  $role/$scenario  ${seconds} s${first_failure:+  (flaky: passed after a failed $first_failure)}")
     else
-      summary+=("FAIL  $role/$scenario  ${seconds} s  (exit $rc, log ${log#"$root"/})")
       failed=1
     fi
   done
