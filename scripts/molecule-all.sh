@@ -44,7 +44,7 @@ else
 fi
 # Longest first (measured on CI's two cores, 2026-12), so that a queue shared by two lanes
 # ends with short scenarios on both; roles not listed follow in name order.
-longest_first=(vllm loadtest vllm_router nvidia_driver firewall common nccl topology_probe)
+longest_first=(vllm_router vllm loadtest nvidia_driver firewall common nccl topology_probe)
 ordered=()
 for role in "${longest_first[@]}"; do
   for named in "${roles[@]}"; do

@@ -461,17 +461,3 @@ def serve(model_dir: Path | str, **kwargs: Any) -> Iterator[VllmServer]:
     """Functional spelling of `with VllmServer(...)`."""
     with VllmServer(model_dir, **kwargs) as server:
         yield server
-
-
-@contextlib.contextmanager
-def serving_together(*servers: VllmServer) -> Iterator[tuple[VllmServer, ...]]:
-    """Several engines launched at once, then each waited for; all stopped on the way out,
-    including when one of them fails to come up."""
-    with contextlib.ExitStack() as stack:
-        for server in servers:
-            stack.callback(server.stop)
-        for server in servers:
-            server.launch()
-        for server in servers:
-            server.wait_until_healthy()
-        yield servers

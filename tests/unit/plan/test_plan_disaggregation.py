@@ -184,3 +184,26 @@ def test_plan_mode_flag_prints_both_rows_and_json_carries_the_pools(tmp_path):
     assert json.loads(out.read_text())["disaggregation"]["chosen"] == "disaggregated"
     bad = vfleet("plan", "--cluster", cluster, "--model", LLAMA_8B, "--mode", "split")
     assert bad.returncode == 2 and "--mode" in bad.stderr
+
+
+def test_the_deploy_prints_a_line_per_pool():
+    """`make deploy`'s plan step: one line for an aggregated plan, and for a disaggregated
+    one the prefill and the decode pool (its top level alone is only the decode pool)."""
+    from vfleet.deploy.flow import plan_lines
+
+    workload = workload_from_dict(TIGHT)
+    split = _plan("1x8-h100.yaml", LLAMA_8B, workload, "disaggregated").plan
+    pools = split.disaggregation
+    assert pools is not None and pools.prefill is not None and pools.decode is not None
+    memory = f"gpu-memory-utilization {split.gpu_memory_utilization}"
+    assert plan_lines(split) == [
+        f"{name} pool: {pool.layout} x {pool.engines}: max-num-seqs {pool.max_num_seqs}, "
+        f"max-num-batched-tokens {pool.max_num_batched_tokens}, {memory}"
+        for name, pool in (("prefill", pools.prefill), ("decode", pools.decode))
+    ]
+    one = _plan("1x8-h100.yaml", LLAMA_8B, workload, "aggregated").plan
+    assert plan_lines(one) == [
+        f"{one.layout} x {one.replicas}: max-num-seqs {one.max_num_seqs}, "
+        f"max-num-batched-tokens {one.max_num_batched_tokens}, "
+        f"gpu-memory-utilization {one.gpu_memory_utilization}"
+    ]

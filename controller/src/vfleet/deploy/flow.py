@@ -74,14 +74,33 @@ def plan(ctx: Context, cluster: Cluster) -> PlanResult:
     result = make_plan(request)
     path = ctx.artifacts / "plan.json"
     path.write_text(json.dumps(result.plan.document(), indent=2) + "\n")
-    made = result.plan
-    print(
-        f"    {made.layout} x {made.replicas}: max-num-seqs {made.max_num_seqs}, "
-        f"max-num-batched-tokens {made.max_num_batched_tokens}, "
-        f"gpu-memory-utilization {made.gpu_memory_utilization} ({ctx.shown(path)})"
-    )
+    for line in plan_lines(result.plan):
+        print(f"    {line}")
+    print(f"    ({ctx.shown(path)})")
     _timed(ctx, "plan", start)
     return result
+
+
+def plan_lines(made: Plan) -> list[str]:
+    """The plan in a line per pool: one for an aggregated plan, prefill then decode for a
+    disaggregated one (whose top level is only its decode pool)."""
+    memory = f"gpu-memory-utilization {made.gpu_memory_utilization}"
+    pools = made.disaggregation
+    if (
+        pools is None
+        or pools.chosen != "disaggregated"
+        or pools.prefill is None
+        or pools.decode is None
+    ):
+        return [
+            f"{made.layout} x {made.replicas}: max-num-seqs {made.max_num_seqs}, "
+            f"max-num-batched-tokens {made.max_num_batched_tokens}, {memory}"
+        ]
+    return [
+        f"{name} pool: {pool.layout} x {pool.engines}: max-num-seqs {pool.max_num_seqs}, "
+        f"max-num-batched-tokens {pool.max_num_batched_tokens}, {memory}"
+        for name, pool in (("prefill", pools.prefill), ("decode", pools.decode))
+    ]
 
 
 def plan_request(ctx: Context, cluster: Cluster) -> tuple[PlanRequest, str]:
