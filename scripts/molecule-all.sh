@@ -99,6 +99,10 @@ fi
 # test hosts, and one that fails only some of the time must not hide the rest of the suite.
 # Both attempts are in the summary with the tasks that failed, so a flake stays visible.
 retries=${VFLEET_MOLECULE_RETRIES:-1}
+if ! [[ "$retries" =~ ^[0-9]$ ]]; then
+  echo "molecule-all: VFLEET_MOLECULE_RETRIES must be a whole number from 0 to 9, got '$retries'" >&2
+  exit 2
+fi
 # The failed tasks of a molecule log, one line each, cut short (Ansible prints whole results).
 fatal_lines() {
   grep -E '^(fatal|failed): \[' "$1" | cut -c1-400 | head -n 6
