@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from vfleet.observe.metrics import parse
+
 
 @pytest.fixture(scope="module")
 def scenario(host: Any) -> dict[str, Any]:
@@ -66,16 +68,21 @@ def test_the_router_unit_runs_the_rendered_command(host, scenario, render):
 
 
 def _counters(host: Any, metrics_url: str) -> dict[str, float]:
-    """The decode engine's prompt tokens by source, and the bytes NIXL moved into it."""
+    """The decode engine's prompt tokens by source, read as the deploy report and doctor read
+    them (vfleet.observe.metrics), and the bytes NIXL moved into it, which they do not read."""
     page = host.check_output(f"curl -sf -m 10 {metrics_url}")
-    out: dict[str, float] = {"nixl_bytes": 0.0}
-    for family in text_string_to_metric_families(page):
-        for sample in family.samples:
-            if sample.name == "vllm:prompt_tokens_by_source_total":
-                out[sample.labels["source"]] = sample.value
-            elif sample.name == "vllm:nixl_bytes_transferred_sum":
-                out["nixl_bytes"] += sample.value
-    return out
+    snap = parse([page], [metrics_url], model_name="tiny")
+    moved = sum(
+        sample.value
+        for family in text_string_to_metric_families(page)
+        for sample in family.samples
+        if sample.name == "vllm:nixl_bytes_transferred_sum"
+    )
+    return {
+        "external_kv_transfer": snap.get("prompt_transferred"),
+        "local_compute": snap.get("prompt_local"),
+        "nixl_bytes": moved,
+    }
 
 
 def test_a_completion_through_the_router_is_decoded_from_transferred_kv(host, render):
