@@ -61,6 +61,13 @@ MOE_KERNELS = {
     "bf16": ("bfloat16", "vllm_unquantizedfusedmoe_triton_tritonexperts", "bf16"),
     "fp8_block": ("fp8_block", "vllm_fp8moe_triton_tritonexperts", "fp8"),
     "mxfp4": ("w4a16_mxfp4", "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic", "bf16"),
+    # Marlin's weight-only MXFP4 MoE: what Hopper runs when triton_kernels is not installed
+    # (vLLM's wheels before 0.12). Timed on another MoE shape; the level is per expert width.
+    "mxfp4_marlin": (
+        "w4a16_mxfp4",
+        "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu",
+        "bf16",
+    ),
 }
 MOE_LARGE_TOKENS = 8192
 

@@ -97,6 +97,7 @@ class Budget:
     mean_context_len: int
     weight_format: str
     kv_pinned: bool
+    moe_backend: str = ""  # the MXFP4 MoE kernels the release picks (quant.mxfp4_moe_layout)
     stages: list[StageBudget] = field(default_factory=list)
     kv_groups: list[dict[str, Any]] = field(default_factory=list)
     weights_by_component_gib: dict[str, float] = field(default_factory=dict)
@@ -293,6 +294,7 @@ def compute(req: BudgetRequest) -> Budget:
         blocks_per_mean_request=round(mean_blocks, 3),
         mean_context_len=mean_ctx,
         weight_format=fmt.scheme,
+        moe_backend=fmt.mxfp4.backend if fmt.mxfp4 else "",
         kv_pinned=req.kv_cache_memory_bytes is not None,
         stages=stages,
         kv_groups=kv_layout.group_summary(kv),

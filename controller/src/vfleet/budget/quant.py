@@ -163,7 +163,7 @@ def weight_format(
     *,
     version: tuple[int, int, int] = NEWEST_KNOWN,
     gpu: Gpu | None = None,
-    triton_kernels: bool = True,
+    triton_kernels: bool = False,
     flashinfer: bool = True,
 ) -> WeightFormat:
     """The format the loaded weights take: checkpoint config, or a runtime override.
@@ -258,14 +258,15 @@ def gpu_capability(name: str, arch: str) -> tuple[int, int] | None:
 def mxfp4_moe_layout(
     version: tuple[int, int, int],
     capability: tuple[int, int] | None,
-    triton_kernels: bool = True,
+    triton_kernels: bool = False,
     flashinfer: bool = True,
 ) -> Mxfp4Layout:
     """The MXFP4 MoE backend vLLM `version` selects for gpt-oss on a GPU, and its layout.
 
     `triton_kernels` and `flashinfer` matter only where a release leaves them optional
-    (triton_kernels up to 0.11.2, flashinfer up to 0.11.0); the default assumes both import,
-    as in environments set up for gpt-oss. Without triton_kernels, SM90 gets Marlin.
+    (triton_kernels up to 0.11.2, flashinfer up to 0.11.0). The defaults are what vLLM's own
+    images of the release have: flashinfer, and before 0.12 no triton_kernels, which users
+    installed by hand (https://github.com/vllm-project/vllm/pull/27370), so SM90 gets Marlin.
     """
     marlin = Mxfp4Layout("marlin", hidden_align=256, inter_align=128)
     if capability is None:

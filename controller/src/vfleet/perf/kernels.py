@@ -13,11 +13,13 @@ What the tables give, as levels (`measured_efficiency`, used for Hopper unless a
 calibration says otherwise) and as shapes relative to those levels:
 
 - a GEMM's compute fraction by weight format (bf16, FP8 per-tensor, FP8 block-scaled);
-- vLLM's fused-MoE fraction by format, by the expert width each GPU holds (TP slices it:
-  level * w / (w + narrow_cols)), and what expert parallelism over n GPUs keeps of it. The
-  narrow-width loss is kept as the time it costs on the measured GPU, scaled by memory
-  bandwidth, not as a fraction of any GPU's peak: a GPU with a sixth of the H200's compute
-  (H20) loses far less of its own peak to it;
+- vLLM's fused-MoE fraction by format (MXFP4 twice: OpenAI's Triton kernels, and Marlin's
+  weight-only kernel, which Hopper runs where triton_kernels is not installed and which
+  reaches about 0.24 of the bf16 peak to Triton's 0.62), by the expert width each GPU holds
+  (TP slices it: level * w / (w + narrow_cols)), and what expert parallelism over n GPUs
+  keeps of it. The narrow-width loss is kept as the time it costs on the measured GPU,
+  scaled by memory bandwidth, not as a fraction of any GPU's peak: a GPU with a sixth of the
+  H200's compute (H20) loses far less of its own peak to it;
 - FlashAttention-3's causal prefill fraction by prompt length (short prompts reach a small
   share of the peak: 2% at 256 tokens, 37% at 2k, 64% at 16k);
 - decode attention's KV streaming fraction and large GEMVs' weight streaming fraction;
@@ -43,7 +45,7 @@ from vfleet.data import DATA_DIR
 
 TABLE_FILE = DATA_DIR / "kernels" / "vllm-h200-kernels.json"
 # The weight formats the model distinguishes (vfleet.perf.model.EngineShape.kernel_format).
-FORMATS = ("bf16", "fp8", "fp8_block", "mxfp4")
+FORMATS = ("bf16", "fp8", "fp8_block", "mxfp4", "mxfp4_marlin")
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ class KernelTable:
 
 
 def _gemm_format(fmt: str) -> str:
-    return "bf16" if fmt == "mxfp4" else fmt
+    return "bf16" if fmt.startswith("mxfp4") else fmt  # gpt-oss's dense layers stay bf16
 
 
 def table_from_dict(raw: dict[str, Any], source: str) -> KernelTable:

@@ -83,7 +83,7 @@ class EngineShape:
     moe_link: Link  # the link the MoE all-to-all (or DP gather) crosses
     pp_link: Link
     all2all: str = "gather"  # gather (allgather/reduce-scatter) | naive | routed (DeepEP-style)
-    kernel_format: str = "bf16"  # bf16 | fp8 | fp8_block | mxfp4: which measured kernels run
+    kernel_format: str = "bf16"  # one of vfleet.perf.kernels.FORMATS: which measured kernels run
 
 
 @dataclass(frozen=True)

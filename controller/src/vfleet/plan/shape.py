@@ -24,10 +24,12 @@ def compute_format(weight_format: str, arch: str) -> str:
     return fmt
 
 
-def kernel_format(weight_format: str, quantization: dict[str, Any], arch: str) -> str:
+def kernel_format(
+    weight_format: str, quantization: dict[str, Any], arch: str, moe_backend: str = ""
+) -> str:
     """Which measured kernels run the linear layers (vfleet.perf.kernels.FORMATS)."""
     if weight_format == "mxfp4":
-        return "mxfp4"
+        return "mxfp4_marlin" if moe_backend == "marlin" else "mxfp4"
     if compute_format(weight_format, arch) == "fp8":
         return "fp8_block" if quantization.get("weight_block_size") else "fp8"
     return "bf16"
@@ -137,7 +139,9 @@ def engine_shape(
         dense_flops_per_token=dense_flops,
         expert_flops_per_token=expert_flops,
         compute=compute_format(budget.weight_format, cluster.gpu.arch),
-        kernel_format=kernel_format(budget.weight_format, spec.quantization, cluster.gpu.arch),
+        kernel_format=kernel_format(
+            budget.weight_format, spec.quantization, cluster.gpu.arch, budget.moe_backend
+        ),
         all2all=all2all_kind(all2all_backend, version),
         tp_link=tp_link,
         moe_link=moe_link,
