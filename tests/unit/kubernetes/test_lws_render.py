@@ -145,7 +145,7 @@ def test_pd_pods_take_the_side_channel_host_from_the_pod_ip(rendered: dict[str, 
         assert host["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     (router,) = [o for o in _objects(out) if o["kind"] == "Deployment"]
     script = router["spec"]["template"]["spec"]["containers"][0]["args"][0]
-    assert script.count("--prefill http://qwen3-30b-a3b-prefill-") == 4
+    assert script.count("--prefill http://qwen3-30b-a3b-prefill-") == 2
     assert "--decode http://qwen3-30b-a3b-decode-0.qwen3-30b-a3b-decode.default:8000" in script
 
 

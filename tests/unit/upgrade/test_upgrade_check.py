@@ -257,3 +257,8 @@ def test_the_worked_example_in_the_docs_is_what_the_command_prints(tmp_path):
     obs = printed.index(next(x for x in printed if x.startswith("Observability:")))
     for line in printed[start:end] + printed[obs:]:
         assert line in doc, line
+    # The plan compared a prefill/decode split and serves from one pool (as the docs say):
+    # neither the subject nor any change speaks of pools.
+    assert json.loads(plan.read_text())["disaggregation"]["chosen"] == "aggregated"
+    assert "serves from one pool" in doc
+    assert "P(" not in printed[0] and not any("pool: " in line for line in printed)

@@ -40,7 +40,7 @@ def run(namespace: argparse.Namespace) -> int:
 def _subject(deployment: Deployment) -> str:
     plan = deployment.plan
     prefill = plan.disaggregation.prefill if plan.disaggregation else None
-    if prefill is not None:
+    if plan.serves_disaggregated and prefill is not None:
         shape = f"{prefill.engines}P({prefill.layout}) {plan.replicas or 1}D({plan.layout})"
     else:
         shape = f"{plan.layout} x {plan.replicas or 1}"

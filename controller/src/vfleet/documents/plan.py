@@ -275,6 +275,12 @@ class Plan(StrictModel):
     """aggregated against prefill/decode pools: both estimates, and the prefill pool when
     the plan is disaggregated (its top level is then the decode pool)"""
 
+    @property
+    def serves_disaggregated(self) -> bool:
+        """Prefill and decode pools are deployed. A plan that only compared the split (its
+        `disaggregation.chosen` is aggregated) serves from one pool."""
+        return self.disaggregation is not None and self.disaggregation.chosen == "disaggregated"
+
     def document(self) -> dict[str, Any]:
         """The plan as `vfleet plan --out` writes it: the fields it was made or read with (a
         default it was not given stays out), in the order the planner writes them."""

@@ -46,7 +46,7 @@ def refuse_keyed_pools(
 
 
 def is_disaggregated(plan: Plan) -> bool:
-    return plan.disaggregation is not None and plan.disaggregation.chosen == "disaggregated"
+    return plan.serves_disaggregated
 
 
 def prefill_plan(plan: Plan) -> Plan:

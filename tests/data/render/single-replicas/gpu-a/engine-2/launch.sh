@@ -18,7 +18,7 @@ args=(
   --pipeline-parallel-size 1  # plan: PP is what crosses slow links
   --max-model-len 5120  # plan: admits the workload's p99 request
   --gpu-memory-utilization 0.92  # plan
-  --max-num-seqs 192  # plan: KV cap at the mean context and the SLOs, written out because the default depends on the device the config process sees
+  --max-num-seqs 256  # plan: KV cap at the mean context and the SLOs, written out because the default depends on the device the config process sees
   --max-num-batched-tokens 2048  # plan: smallest chunk that meets p99 TTFT
   --enable-chunked-prefill  # plan: keeps inter-token tails short
   --kv-cache-dtype fp8  # plan
