@@ -68,6 +68,8 @@ MOE_KERNELS = {
         "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu",
         "bf16",
     ),
+    # INT4 weight-only experts (AWQ, GPTQ, compressed-tensors W4A16) run Marlin's MoE kernel.
+    "int4_marlin": ("int4_wo", "vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts", "bf16"),
 }
 MOE_LARGE_TOKENS = 8192
 

@@ -15,7 +15,8 @@ calibration says otherwise) and as shapes relative to those levels:
 - a GEMM's compute fraction by weight format (bf16, FP8 per-tensor, FP8 block-scaled);
 - vLLM's fused-MoE fraction by format (MXFP4 twice: OpenAI's Triton kernels, and Marlin's
   weight-only kernel, which Hopper runs where triton_kernels is not installed and which
-  reaches about 0.24 of the bf16 peak to Triton's 0.62), by the expert width each GPU holds
+  reaches about 0.24 of the bf16 peak to Triton's 0.62; INT4 experts, AWQ or GPTQ, run
+  Marlin's INT4 kernel), by the expert width each GPU holds
   (TP slices it: level * w / (w + narrow_cols)), and what expert parallelism over n GPUs
   keeps of it. The narrow-width loss is kept as the time it costs on the measured GPU,
   scaled by memory bandwidth, not as a fraction of any GPU's peak: a GPU with a sixth of the
@@ -45,7 +46,10 @@ from vfleet.data import DATA_DIR
 
 TABLE_FILE = DATA_DIR / "kernels" / "vllm-h200-kernels.json"
 # The weight formats the model distinguishes (vfleet.perf.model.EngineShape.kernel_format).
-FORMATS = ("bf16", "fp8", "fp8_block", "mxfp4", "mxfp4_marlin")
+FORMATS = ("bf16", "fp8", "fp8_block", "mxfp4", "mxfp4_marlin", "int4_marlin")
+# Weight-only formats: their dense layers run bf16 GEMMs (gpt-oss keeps them in bf16; INT4's
+# dequantising GEMMs are priced as bf16 ones, for want of a measured table).
+WEIGHT_ONLY = ("mxfp4", "mxfp4_marlin", "int4_marlin")
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,7 @@ class KernelTable:
 
 
 def _gemm_format(fmt: str) -> str:
-    return "bf16" if fmt.startswith("mxfp4") else fmt  # gpt-oss's dense layers stay bf16
+    return "bf16" if fmt in WEIGHT_ONLY else fmt
 
 
 def table_from_dict(raw: dict[str, Any], source: str) -> KernelTable:

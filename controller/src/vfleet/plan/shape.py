@@ -30,6 +30,8 @@ def kernel_format(
     """Which measured kernels run the linear layers (vfleet.perf.kernels.FORMATS)."""
     if weight_format == "mxfp4":
         return "mxfp4_marlin" if moe_backend == "marlin" else "mxfp4"
+    if weight_format == "int4":
+        return "int4_marlin"  # vLLM runs AWQ/GPTQ experts through Marlin's MoE kernel
     if compute_format(weight_format, arch) == "fp8":
         return "fp8_block" if quantization.get("weight_block_size") else "fp8"
     return "bf16"
