@@ -56,3 +56,29 @@ def test_the_sparse_module_costs_a_floor_then_a_price_per_prompt_token():
     # Heads between two timed counts fall between their costs.
     at = [float(sparse.extra_s(np.array(1e6), np.array(4096.0), h)) for h in (8.0, 12.0, 16.0)]
     assert min(at[0], at[2]) <= at[1] <= max(at[0], at[2])
+
+
+def test_weight_only_experts_are_priced_by_the_kernel_vllm_runs():
+    t = kernels.shapes()
+    # Marlin's weight-only MoE (MXFP4 where triton_kernels is missing, INT4 from AWQ/GPTQ)
+    # reaches well under half of what OpenAI's Triton MXFP4 kernel does; their dense layers
+    # are bf16 GEMMs.
+    assert t.moe_ratio("mxfp4_marlin", "bf16") < 0.5 * t.moe_ratio("mxfp4", "bf16")
+    assert t.moe_ratio("int4_marlin", "bf16") < 0.5
+    for fmt in kernels.WEIGHT_ONLY:
+        assert fmt in t.moe and t.gemm_ratio(fmt) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("weight_format", "backend", "expected"),
+    [
+        ("mxfp4", "marlin", "mxfp4_marlin"),
+        ("mxfp4", "triton", "mxfp4"),
+        ("int4", "", "int4_marlin"),
+    ],
+)
+def test_the_plan_names_the_moe_kernel_the_release_picks(weight_format, backend, expected):
+    from vfleet.plan.shape import kernel_format
+
+    assert kernel_format(weight_format, {}, "hopper", backend) == expected
+    assert expected in kernels.FORMATS
