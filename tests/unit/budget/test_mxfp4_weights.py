@@ -177,3 +177,16 @@ def test_gpt_oss_120b_fits_one_h100_at_32k_under_0102_defaults():
     assert budget.weights_gib == pytest.approx(65.97, abs=0.1)
     assert fits(budget)
     assert 1 <= budget.max_concurrency < 2
+
+
+def test_the_budget_names_the_moe_layout_it_loaded():
+    from support.cli_run import vfleet
+
+    for version, backend, gib in (("0.10.2", "marlin", "65.91"), ("0.33.0", "triton", "61.06")):
+        out = vfleet(
+            "budget", "--model", "openai/gpt-oss-120b", "--gpu", "H100-SXM-80GB",
+            "--vllm-version", version, "--max-model-len", "32768",
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        line = next(x for x in out.stdout.splitlines() if x.strip().startswith("- weights"))
+        assert gib in line and f"mxfp4 ({backend} MoE layout)" in line

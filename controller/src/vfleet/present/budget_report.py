@@ -22,7 +22,8 @@ def worked_table(b: Budget) -> str:
         layout += f" DCP{b.decode_context_parallel_size}"
     stage_note = ""
     sp = b.speculative
-    weights_note = f"{b.weight_format}, per GPU, {layout}"
+    kernel = f" ({b.moe_backend} MoE layout)" if b.moe_backend else ""
+    weights_note = f"{b.weight_format}{kernel}, per GPU, {layout}"
     kv_note = f"kv dtype {b.kv_cache_dtype}"
     if sp:
         last = " on the last stage" if b.pipeline_parallel_size > 1 else ""
