@@ -39,8 +39,8 @@ def run(namespace: argparse.Namespace) -> int:
 
 def _subject(deployment: Deployment) -> str:
     plan = deployment.plan
-    prefill = plan.disaggregation.prefill if plan.disaggregation else None
-    if plan.serves_disaggregated and prefill is not None:
+    prefill = plan.served_prefill_pool
+    if prefill is not None:
         shape = f"{prefill.engines}P({prefill.layout}) {plan.replicas or 1}D({plan.layout})"
     else:
         shape = f"{plan.layout} x {plan.replicas or 1}"
@@ -139,7 +139,6 @@ def _pinned(request: PlanRequest, plan: Plan) -> PlanRequest:
 
     from vfleet.plan.search import parse_layout
 
-    chosen = plan.disaggregation.chosen if plan.disaggregation is not None else "aggregated"
-    if chosen == "disaggregated" or plan.layout is None:
+    if plan.serves_disaggregated or plan.layout is None:
         return dataclasses.replace(request, mode="disaggregated", layout=None)
     return dataclasses.replace(request, mode="aggregated", layout=parse_layout(plan.layout))

@@ -19,7 +19,7 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator, mod
 
 from vfleet.budget.params import Layout
 from vfleet.documents.placement import MAX_PARALLEL, PlanHost
-from vfleet.documents.pools import Disaggregation, check_pools
+from vfleet.documents.pools import Disaggregation, Pool, check_pools
 from vfleet.errors import UserError
 from vfleet.inputs.files import load_json
 from vfleet.inputs.strict import StrictModel
@@ -280,6 +280,12 @@ class Plan(StrictModel):
         """Prefill and decode pools are deployed. A plan that only compared the split (its
         `disaggregation.chosen` is aggregated) serves from one pool."""
         return self.disaggregation is not None and self.disaggregation.chosen == "disaggregated"
+
+    @property
+    def served_prefill_pool(self) -> Pool | None:
+        """The prefill pool this plan deploys; None where it serves from one pool."""
+        split = self.disaggregation
+        return split.prefill if split is not None and self.serves_disaggregated else None
 
     def document(self) -> dict[str, Any]:
         """The plan as `vfleet plan --out` writes it: the fields it was made or read with (a

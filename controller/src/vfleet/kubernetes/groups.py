@@ -17,7 +17,7 @@ from vfleet.catalog.releases import parse_version
 from vfleet.documents.lws import MAX_NAME
 from vfleet.documents.plan import Plan
 from vfleet.errors import UserError
-from vfleet.render.disaggregated import is_disaggregated, prefill_plan
+from vfleet.render.disaggregated import prefill_plan
 from vfleet.render.engines import choose_mode
 from vfleet.render.kv_transfer import Role
 from vfleet.topology.cluster import Cluster, Node
@@ -106,7 +106,7 @@ def groups(plan: Plan, cluster: Cluster, base: str, backend: str) -> list[Group]
             f"the plan places engines on {missing[0]}, which the cluster spec lacks: render "
             "with the cluster the plan was made for"
         )
-    if not is_disaggregated(plan):
+    if not plan.serves_disaggregated:
         return [_group(plan, None, base, backend, nodes)]
     return [
         _group(prefill_plan(plan), "prefill", f"{base}-prefill", backend, nodes),

@@ -45,10 +45,6 @@ def refuse_keyed_pools(
         )
 
 
-def is_disaggregated(plan: Plan) -> bool:
-    return plan.serves_disaggregated
-
-
 def prefill_plan(plan: Plan) -> Plan:
     """The plan of the prefill pool: its sizes, knobs and hosts in the plan's own shape."""
     pools = plan.disaggregation

@@ -33,7 +33,6 @@ from vfleet.render.disaggregated import (
     ROUTER_PORT_OFFSET,
     SideChannelBook,
     connect,
-    is_disaggregated,
     prefill_plan,
     refuse_keyed_pools,
     router,
@@ -102,7 +101,7 @@ def render(plan: Plan, cluster: Cluster, opts: RenderOptions, flags: FlagSet) ->
     check_env(opts.extra_env, vfleet_env_names())
     nodes = {n.name: n for n in cluster.nodes}
     pools: list[tuple[Plan, Role | None]] = [(plan, None)]
-    if is_disaggregated(plan):
+    if plan.serves_disaggregated:
         refuse_keyed_pools("--api-key-file" if opts.api_key_file else None)
         prefill = prefill_plan(plan)
         check_plan_matches_cluster(prefill, cluster)
@@ -142,7 +141,7 @@ def render(plan: Plan, cluster: Cluster, opts: RenderOptions, flags: FlagSet) ->
                 endpoint["pool"] = role
             endpoints.append(endpoint)
     front = None
-    if is_disaggregated(plan):
+    if plan.serves_disaggregated:
         port = opts.port + ROUTER_PORT_OFFSET
         front = router(plan, nodes, endpoints, port, opts.router_host)
         # A router-only host is a host of the render too: its files and its firewall.

@@ -14,7 +14,6 @@ from vfleet.catalog.gpus import Gpu
 from vfleet.catalog.model_shape import ModelShape
 from vfleet.catalog.releases import traits
 from vfleet.documents.plan import Plan
-from vfleet.documents.pools import Pool
 from vfleet.upgrade.outcome import Finding
 from vfleet.upgrade.rendered import RenderedEngine
 
@@ -82,15 +81,9 @@ def _knob_changes(
     return found
 
 
-def _served_prefill(plan: Plan) -> Pool | None:
-    """The prefill pool a plan deploys (a plan that only compared the split has none)."""
-    split = plan.disaggregation
-    return split.prefill if split is not None and plan.serves_disaggregated else None
-
-
 def plan_changes(before: Plan, after: Plan) -> list[Finding]:
-    old_pool = _served_prefill(before)
-    new_pool = _served_prefill(after)
+    old_pool = before.served_prefill_pool
+    new_pool = after.served_prefill_pool
     if old_pool is None and new_pool is None:
         return _knob_changes(before, after, KNOBS, "", after.vllm_version)
     found = _knob_changes(before, after, KNOBS, "decode pool: ", after.vllm_version)
